@@ -1,0 +1,94 @@
+"""The package's exceptions.
+
+Each error subclasses the standard ``sqlite3`` class a v11 caller already catches (so code written
+against the agent's old store keeps working) and carries the CLI exit code documented in
+``cli-and-formats.md`` plus the fields a caller needs to act on it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+
+class HermesStoreError(Exception):
+    """Base of every error raised on purpose by hermes_store."""
+
+    exit_code = 1
+    code = "error"
+
+
+class StoreBusyError(HermesStoreError, sqlite3.OperationalError):
+    """The write lock was not obtained within the time budget."""
+
+    exit_code = 5
+    code = "busy"
+
+    def __init__(self, message: str, *, waited_s: float = 0.0, attempts: int = 0):
+        super().__init__(message)
+        self.waited_s = waited_s
+        self.attempts = attempts
+
+
+class StoreHeldError(HermesStoreError, sqlite3.OperationalError):
+    """A whole-file operation was refused because other processes hold the store."""
+
+    exit_code = 5
+    code = "held"
+
+    def __init__(self, message: str, *, holders: list[tuple[int, str]] | None = None):
+        super().__init__(message)
+        self.holders = holders or []
+
+
+class SchemaMismatchError(HermesStoreError, sqlite3.OperationalError):
+    """The store's schema is behind, ahead of, or unknown to this code."""
+
+    exit_code = 6
+    code = "schema_mismatch"
+
+    def __init__(self, message: str, *, state: str = "behind", current: str | None = None,
+                 head: str | None = None):
+        super().__init__(message)
+        self.state = state
+        self.current = current
+        self.head = head
+
+
+class StoreDamagedError(HermesStoreError, sqlite3.DatabaseError):
+    """The file is not a usable database, or its canonical data is damaged."""
+
+    exit_code = 7
+    code = "damaged"
+
+
+class StoreNotFoundError(HermesStoreError, sqlite3.OperationalError):
+    """A read-only open was asked for a store that does not exist."""
+
+    exit_code = 3
+    code = "not_found"
+
+
+class StoreFullError(HermesStoreError, sqlite3.OperationalError):
+    """The disk (or the database's page limit) is full; the transaction was rolled back."""
+
+    exit_code = 1
+    code = "disk_full"
+
+
+class SessionNotFoundError(HermesStoreError, LookupError):
+    exit_code = 3
+    code = "not_found"
+
+    def __init__(self, ref: str):
+        super().__init__(f"no session matches {ref!r}")
+        self.ref = ref
+
+
+class AmbiguousSessionError(HermesStoreError, LookupError):
+    exit_code = 4
+    code = "ambiguous_id"
+
+    def __init__(self, ref: str, candidates: list[str]):
+        super().__init__(f"{ref!r} matches {len(candidates)} sessions; give more characters")
+        self.ref = ref
+        self.candidates = candidates

@@ -1,0 +1,65 @@
+"""Alembic environment for the Hermes store (SQLite only).
+
+* The database is the connection handed over by ``hermes_store.migrate`` (Alembic cookbook:
+  sharing a connection), else ``-x db=PATH``, else ``$HERMES_HOME/state.db`` or
+  ``~/.hermes/state.db``. Connections come from ``hermes_store.engine``, so pragmas, file modes
+  and our own ``BEGIN`` apply here as everywhere.
+* DDL is transactional: the whole upgrade is one ``BEGIN IMMEDIATE`` transaction, so a revision
+  that fails midway leaves the file at the revision it started from.
+* Before an upgrade, a legacy store (``schema_version`` without ``alembic_version``) is stamped at
+  the revision equal to its number, and orphan FTS5 shadow tables are dropped, inside the same
+  transaction.
+* Autogenerate compares only the modelled tables: FTS5 virtual tables and their shadow tables,
+  views, the legacy ``schema_version`` and tables or columns a newer upstream release added are
+  not ours to diff (or drop).
+"""
+
+from __future__ import annotations
+
+from alembic import context
+
+from hermes_store import migrate
+from hermes_store.engine import open_engine
+from hermes_store.models import Base
+
+config = context.config
+target_metadata = Base.metadata
+
+
+def _is_upgrade() -> bool:
+    if config.attributes.get("hermes_adopt"):
+        return True
+    cmd = getattr(config.cmd_opts, "cmd", None) if config.cmd_opts is not None else None
+    return bool(cmd) and getattr(cmd[0], "__name__", "") == "upgrade"
+
+
+def _run(connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        transactional_ddl=True,
+        include_name=migrate.include_name,
+        include_object=migrate.include_object,
+        compare_type=True,
+    )
+    with context.begin_transaction():
+        if _is_upgrade():
+            migrate.prepare_for_upgrade(connection, context.get_context(), context.script)
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        _run(connection)
+        return
+    engine = open_engine(migrate.db_path_from_config(config))
+    with engine.connect() as conn:
+        _run(conn.execution_options(hermes_begin="IMMEDIATE"))
+        if conn.in_transaction():
+            conn.commit()
+
+
+if context.is_offline_mode():
+    raise SystemExit("offline (--sql) mode is not supported: the legacy adoption needs the database")
+run_migrations_online()

@@ -1,0 +1,56 @@
+"""hermes-store upgrade / current / check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from hermes_store import migrate
+from hermes_store.cli import main
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_upgrade_creates_the_store_at_head(store_path: Path) -> None:
+    result = run("--db", str(store_path), "upgrade")
+    assert result.exit_code == 0, result.output
+    assert migrate.status(store_path).at_head
+
+
+def test_upgrade_uses_hermes_home_by_default(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "home"))
+    assert run("upgrade").exit_code == 0
+    assert migrate.status(tmp_path / "home" / "state.db").at_head
+
+
+def test_current_reports_legacy_then_head(legacy_db) -> None:
+    path = legacy_db(6)
+    result = run("--db", str(path), "--json", "current")
+    assert result.exit_code == 6
+    assert json.loads(result.output)["state"] == "legacy"
+    run("--db", str(path), "upgrade")
+    result = run("--db", str(path), "--json", "current")
+    assert result.exit_code == 0
+    assert json.loads(result.output)["revision"] == migrate.head_revision()
+
+
+def test_check_exits_1_until_upgraded(legacy_db) -> None:
+    path = legacy_db(11)
+    assert run("--db", str(path), "check").exit_code == 1
+    run("--db", str(path), "upgrade")
+    result = run("--db", str(path), "check")
+    assert result.exit_code == 0, result.output
+
+
+def test_schema_errors_map_to_exit_6(store_path: Path) -> None:
+    import sqlite3
+    con = sqlite3.connect(store_path)
+    con.execute("CREATE TABLE sessions (id TEXT)")
+    con.close()
+    result = run("--db", str(store_path), "upgrade")
+    assert result.exit_code == 6
+    assert "nothing was changed" in result.output

@@ -1,0 +1,205 @@
+"""Alembic chain: fresh stores, adoption of every legacy fixture, transactional failure."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import LEGACY_VERSIONS
+from hermes_store import migrate
+from hermes_store.errors import SchemaMismatchError
+
+# Terms the agent's own store could find through its FTS tables in the fixtures.
+WORD_TERMS = ["sysconfig", '"mathematical operator"', "encapsulation"]
+TRIGRAM_TERMS = ['"apsulat"', '"パスフレーズ"', '"指令要求"']
+
+
+def _rows(path: Path, table: str) -> list[dict]:
+    con = sqlite3.connect(path)
+    con.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in con.execute(f"SELECT * FROM {table} ORDER BY rowid")]
+    finally:
+        con.close()
+
+
+def _tables(path: Path) -> set[str]:
+    con = sqlite3.connect(path)
+    try:
+        return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    finally:
+        con.close()
+
+
+def _match(path: Path, table: str, term: str) -> set[int]:
+    con = sqlite3.connect(path)
+    try:
+        return {r[0] for r in con.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ?", (term,))}
+    finally:
+        con.close()
+
+
+def _fts_tables(path: Path) -> list[str]:
+    con = sqlite3.connect(path)
+    try:
+        return [r[0] for r in con.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND sql LIKE 'CREATE VIRTUAL TABLE%fts5%'")]
+    finally:
+        con.close()
+
+
+def test_empty_file_reaches_head_without_drift(store_path: Path) -> None:
+    after = migrate.upgrade(store_path)
+    assert after.state == "up-to-date"
+    assert after.current == migrate.head_revision()
+    assert migrate.check(store_path) == []
+
+
+def test_second_upgrade_writes_nothing(head_db: Path) -> None:
+    con = sqlite3.connect(head_db)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    wal = Path(f"{head_db}-wal")
+    before = (head_db.stat().st_mtime_ns, head_db.stat().st_size, wal.stat().st_size if wal.exists() else 0)
+    assert migrate.upgrade(head_db).state == "up-to-date"
+    after = (head_db.stat().st_mtime_ns, head_db.stat().st_size, wal.stat().st_size if wal.exists() else 0)
+    assert after == before
+
+
+def test_status_of_a_missing_file_creates_nothing(store_path: Path) -> None:
+    assert migrate.status(store_path).state == "missing"
+    assert not store_path.exists()
+
+
+@pytest.mark.parametrize("version", LEGACY_VERSIONS)
+def test_legacy_store_is_adopted_with_every_row_intact(legacy_db, version: int) -> None:
+    path = legacy_db(version)
+    tables_before = _tables(path)
+    canonical = [t for t in tables_before
+                 if t not in ("sqlite_sequence", "schema_version") and not t.startswith("messages_fts")]
+    before = {t: _rows(path, t) for t in canonical}
+    assert migrate.status(path).state == "legacy"
+
+    assert migrate.upgrade(path).state == "up-to-date"
+
+    for table, rows in before.items():
+        after = _rows(path, table)
+        assert len(after) == len(rows), table
+        for old, new in zip(rows, after):
+            assert {k: new[k] for k in old} == old, (table, old.get("id"))
+    assert _tables(path) >= set(canonical)
+    assert migrate.check(path) == []
+    con = sqlite3.connect(path)
+    try:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        for fts in _fts_tables(path):
+            con.execute(f"INSERT INTO {fts}({fts}) VALUES('integrity-check')")
+        # Legacy revisions keep the old marker in step up to 11, as the agent's store did.
+        assert con.execute("SELECT version FROM schema_version").fetchone()[0] == max(version, 11)
+    finally:
+        con.close()
+
+
+def test_newer_upstream_store_keeps_its_own_tables_and_columns(legacy_db) -> None:
+    path = legacy_db(21)
+    extras = ["session_model_usage", "gateway_routing", "compression_locks", "async_delegations"]
+    before = {t: _rows(path, t) for t in extras}
+    migrate.upgrade(path)
+    for table, rows in before.items():
+        assert _rows(path, table) == rows
+    con = sqlite3.connect(path)
+    try:
+        cols = {r[1] for r in con.execute("PRAGMA table_info(sessions)")}
+    finally:
+        con.close()
+    assert {"session_key", "chat_id", "handoff_state", "rewind_count", "pinned", "profile_name"} <= cols
+
+
+@pytest.mark.parametrize("version", LEGACY_VERSIONS)
+def test_old_search_terms_are_still_found(legacy_db, version: int) -> None:
+    path = legacy_db(version)
+    reference = Path(shutil.copy(path, path.with_name(f"ref-{version}.db")))
+    migrate.upgrade(path)
+    for term in WORD_TERMS:
+        expected = _match(reference, "messages_fts", term)
+        assert expected, term
+        assert _match(path, "messages_fts", term) >= expected, term
+    if "messages_fts_trigram" in _tables(reference):
+        for term in TRIGRAM_TERMS:
+            expected = _match(reference, "messages_fts_trigram", term)
+            assert expected, term
+            assert _match(path, "messages_fts_trigram", term) >= expected, term
+
+
+def test_a_store_with_tables_but_no_version_is_refused(store_path: Path) -> None:
+    con = sqlite3.connect(store_path)
+    con.execute("CREATE TABLE sessions (id TEXT)")
+    con.commit()
+    con.close()
+    with pytest.raises(SchemaMismatchError):
+        migrate.upgrade(store_path)
+    assert _tables(store_path) == {"sessions"}
+
+
+FAILING_REVISION = '''
+"""A revision that fails after doing some DDL (test only)."""
+from alembic import op
+
+revision = "9999_fails_midway"
+down_revision = "{head}"
+branch_labels = None
+depends_on = None
+
+
+def upgrade():
+    op.execute("CREATE TABLE half_done (x INTEGER)")
+    op.execute("ALTER TABLE sessions ADD COLUMN half_column INTEGER")
+    op.execute("INSERT INTO state_meta (key, value) VALUES ('half', 'yes')")
+    raise RuntimeError("boom midway")
+
+
+def downgrade():
+    pass
+'''
+
+
+@pytest.fixture
+def failing_location(tmp_path: Path) -> str:
+    location = tmp_path / "migrations"
+    shutil.copytree(migrate.script_location(), location,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (location / "versions" / "9999_fails_midway.py").write_text(
+        textwrap.dedent(FAILING_REVISION.format(head=migrate.head_revision())))
+    return str(location)
+
+
+def test_failing_revision_leaves_the_store_at_its_previous_revision(head_db: Path,
+                                                                   failing_location: str) -> None:
+    with pytest.raises(RuntimeError, match="boom midway"):
+        migrate.upgrade(head_db, location=failing_location)
+    assert migrate.status(head_db).current == migrate.head_revision()
+    assert "half_done" not in _tables(head_db)
+    assert "half_column" not in _rows_columns(head_db, "sessions")
+    assert _rows(head_db, "state_meta") == []
+
+
+def test_failing_revision_rolls_back_a_whole_legacy_adoption(legacy_db, failing_location: str) -> None:
+    path = legacy_db(4)
+    columns_before = _rows_columns(path, "sessions")
+    with pytest.raises(RuntimeError, match="boom midway"):
+        migrate.upgrade(path, location=failing_location)
+    assert "alembic_version" not in _tables(path)
+    assert _rows_columns(path, "sessions") == columns_before
+    assert migrate.status(path).legacy_version == 4
+
+
+def _rows_columns(path: Path, table: str) -> list[str]:
+    con = sqlite3.connect(path)
+    try:
+        return [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
+    finally:
+        con.close()
