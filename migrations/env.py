@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+from logging.config import fileConfig
+
 from alembic import context
 
 from hermes_store import migrate
@@ -24,6 +26,10 @@ from hermes_store.models import Base
 
 config = context.config
 target_metadata = Base.metadata
+
+# The alembic command line gets its log lines ("Running upgrade …"); library callers keep theirs.
+if config.config_file_name is not None:
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
 
 
 def _is_upgrade() -> bool:
