@@ -154,3 +154,15 @@ def test_four_processes_appending_lose_nothing(head_db: Path) -> None:
     con.close()
     assert len(contents) == 240 and len(set(contents)) == 240
     assert counter == 240
+
+
+def test_every_fiftieth_write_runs_a_passive_checkpoint(head_db: Path, monkeypatch) -> None:
+    engine = eng.open_engine(head_db)
+    calls = []
+    monkeypatch.setattr(eng, "checkpoint", lambda e, mode="PASSIVE": calls.append(mode))
+    state = eng._file_state(eng.engine_path(engine))
+    state.writes = 0
+    for i in range(120):
+        eng.run_write(engine, lambda c, i=i: c.execute(
+            text("INSERT INTO state_meta VALUES (:k, 'v')"), {"k": f"k{i}"}))
+    assert calls == ["PASSIVE", "PASSIVE"]
