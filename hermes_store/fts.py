@@ -1,0 +1,591 @@
+"""Query-side logic of full-text search: pure functions, stdlib only, no database connection.
+
+The search contract (``search.md`` §2–§6) is implemented in four layers:
+
+* :func:`sanitize_query` turns any user text into an FTS5 expression that is valid for both the
+  unicode61 and the trigram tokenizer (or into ``""``, meaning "no search").
+* :func:`parse_query` reads that expression back as a flat list of :class:`Term` and operator
+  strings; :func:`build_tree` gives it FTS5's precedence as a small tree (:class:`And`,
+  :class:`Or`, :class:`Not`).
+* :func:`route_term` decides, before anything runs, which index answers each term.
+* Renderers turn a tree into one MATCH string per index (:func:`render_match`) or into a bound
+  LIKE expression (:func:`render_like`); :func:`evaluate_tree` combines per-term id sets instead
+  when terms are served by different routes.
+
+The CJK bigram index reads text derived by :func:`cjk_bigram_text`; :meth:`Term.bigram_match`
+maps a query term onto the same pieces. Both use one regex so the two sides can never disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import re
+import sys
+import unicodedata
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Literal, Union
+
+__all__ = [
+    "AND", "BIGRAM_END", "MAX_QUERY_CHARS", "MAX_TERMS", "MULTIMODAL_PREFIX", "NOT", "OR", "And",
+    "Index", "Node", "Not", "Or", "Route", "Term", "build_tree", "cjk_bigram_text", "contains_cjk",
+    "evaluate_tree", "iter_terms", "parse_query", "positive_terms", "render_like", "render_match",
+    "route_term", "sanitize_query", "snippet_from_text", "text_of_content",
+]
+
+AND, OR, NOT = "AND", "OR", "NOT"
+OPERATORS = frozenset((AND, OR, NOT))
+MAX_QUERY_CHARS = 2048
+MAX_TERMS = 64
+# Private-use mark closing a CJK run in the bigram text. Private use (Co) is a token character for
+# unicode61, so "端" + mark stays one token that no real text produces.
+BIGRAM_END = "\ue000"
+MULTIMODAL_PREFIX = "\x00json:"
+
+Route = Literal["word", "trigram", "bigram", "like"]
+Index = Literal["word", "trigram", "bigram"]
+
+# --- CJK character classes -----------------------------------------------------------------------
+
+_CJK_RANGES = (
+    "\u3000-\u303f"  # CJK symbols and punctuation: counts as CJK, never part of a bigram run
+    "\u3040-\u309f\u30a0-\u30ff"  # hiragana, katakana
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # ideographs: extension A, unified, compatibility
+    "\uac00-\ud7af"  # hangul syllables
+    "\U00020000-\U0002a6df\U0002a700-\U0002ebef"  # ideograph extensions B-F
+)
+_CJK_RE = re.compile(f"[{_CJK_RANGES}]")
+# Letters only: U+3000-303F is excluded by the contract, and the few kana-block code points that
+# are punctuation or spacing marks (゛゜゠・) are left out so a run never holds a separator.
+_CJK_RUN_RE = re.compile(
+    "[\u3041-\u309a\u309d-\u309f\u30a1-\u30fa\u30fc-\u30ff"
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+    "\U00020000-\U0002a6df\U0002a700-\U0002ebef]+"
+)
+
+
+def contains_cjk(text: str | None) -> bool:
+    """True when ``text`` holds a character of the ``_contains_cjk`` set (§4)."""
+    return text is not None and _CJK_RE.search(text) is not None
+
+
+# The bigram text is rebuilt on every appended message, so the pieces of all runs are made in
+# one pass over an array of code points instead of one Python-level string per piece.
+_RUN_SPLIT_RE = re.compile(f"({_CJK_RUN_RE.pattern})")
+_UNIT = next(code for code in "IL" if array(code).itemsize == 4)
+_UNIT_CODEC = "utf-32-le" if sys.byteorder == "little" else "utf-32-be"
+
+
+def _all_run_pieces(runs: list[str]) -> list[str]:
+    """For each run, "ab bc cd d" + BIGRAM_END: each char followed by its successor or the mark."""
+    chars = array(_UNIT)
+    chars.frombytes("".join(runs).encode(_UNIT_CODEC))
+    successors = chars[1:]
+    successors.append(0)
+    ends = list(accumulate(map(len, runs)))
+    for end in ends:
+        successors[end - 1] = ord(BIGRAM_END)
+    out = array(_UNIT, [ord(" ")]) * (3 * len(chars))
+    out[0::3] = chars
+    out[1::3] = successors
+    flat = out.tobytes().decode(_UNIT_CODEC)
+    return [flat[3 * start : 3 * end - 1] for start, end in zip([0, *ends], ends)]
+
+
+def cjk_bigram_text(text: str | None) -> str:
+    """The derived text the bigram index stores: CJK runs as pieces, other text as words."""
+    if not text:
+        return ""
+    parts = _RUN_SPLIT_RE.split(text)  # non-CJK text at even indexes, runs at odd ones
+    parts[0::2] = map(str.strip, parts[0::2])
+    if len(parts) > 1:
+        parts[1::2] = _all_run_pieces(parts[1::2])
+    return " ".join(filter(None, parts))
+
+
+# --- Terms ---------------------------------------------------------------------------------------
+
+
+def _has_alnum(text: str) -> bool:
+    return any(ch.isalnum() for ch in text)
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+def _bigram_parts(text: str) -> list[tuple[bool, str]]:
+    """Split a term into (is_cjk_run, text) parts; parts without a letter or digit add no token."""
+    parts: list[tuple[bool, str]] = []
+    pos = 0
+    for match in _CJK_RUN_RE.finditer(text):
+        gap = text[pos : match.start()]
+        if _has_alnum(gap):
+            parts.append((False, gap.strip()))
+        parts.append((True, match.group()))
+        pos = match.end()
+    tail = text[pos:]
+    if _has_alnum(tail):
+        parts.append((False, tail.strip()))
+    return parts
+
+
+@dataclass(frozen=True)
+class Term:
+    """One search term as the sanitizer wrote it.
+
+    ``fts5`` is the literal FTS5 form (quotes and prefix star included); ``text`` is the literal
+    the substring routes (trigram, LIKE, snippets) work with.
+    """
+
+    fts5: str
+    text: str
+    phrase: bool = False
+    prefix: bool = False
+
+    @classmethod
+    def from_token(cls, token: str) -> Term:
+        prefix = token.endswith("*")
+        body = token[:-1] if prefix else token
+        if len(body) >= 2 and body[0] == body[-1] == '"':
+            return cls(token, body[1:-1].replace('""', '"'), phrase=True, prefix=prefix)
+        return cls(token, body, phrase=False, prefix=prefix)
+
+    @property
+    def is_cjk(self) -> bool:
+        return contains_cjk(self.text)
+
+    @property
+    def length(self) -> int:
+        return len(self.text)
+
+    @property
+    def needs_literal_check(self) -> bool:
+        # Both tokenizers drop "%", so an index hit alone cannot tell "100%完成" from "100完成".
+        return "%" in self.text
+
+    def word_match(self) -> str:
+        return self.fts5
+
+    def trigram_match(self) -> str:
+        # No star: a substring search already covers the prefix.
+        return _quote(self.text)
+
+    def like_pattern(self) -> str:
+        """``%literal%`` for ``LIKE ? ESCAPE '\\'``: never FTS syntax, wildcards escaped."""
+        escaped = self.text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        return f"%{escaped}%"
+
+    def bigram_match(self) -> str:
+        """The §4 term mapping onto the bigram index: one phrase, maybe a prefix."""
+        if not self.is_cjk:
+            return self.fts5  # Latin runs are plain words in the derived text
+        parts = _bigram_parts(self.text)
+        pieces: list[str] = []
+        star = self.prefix
+        for i, (is_run, part) in enumerate(parts):
+            followed = i < len(parts) - 1
+            if not is_run:
+                pieces.append(part)
+                continue
+            pieces.extend(map(operator.add, part, part[1:]))  # the n-1 overlapping pieces
+            if followed:
+                pieces.append(part[-1] + BIGRAM_END)  # glue to what follows, as the index does
+            elif len(part) == 1:
+                pieces.append(part)
+                star = True  # matches the char inside a run ("裂X") and at its end ("裂" + mark)
+        if not pieces:  # only CJK punctuation: nothing to look up, match the literal as a word
+            return self.fts5
+        return _quote(" ".join(pieces)) + ("*" if star else "")
+
+
+# --- Sanitizer (§3) ------------------------------------------------------------------------------
+
+_PHRASE_MARK = "\x00"  # control characters are spaces by then, so this cannot clash with input
+_NEAR_RE = re.compile(r"(?<!\w)NEAR\(([^)]*?)(?:,\s*\d+\s*)?(?:\)|$)")
+_STAR_RUN_RE = re.compile(r"\*+")
+_QUOTE_CHARS = frozenset("-._%")
+
+
+def _normalize_input(text: str) -> str:
+    # Surrogates count as control characters: sqlite3 cannot bind a string holding one.
+    return "".join(
+        " " if unicodedata.category(ch) in ("Cc", "Cs") else ch for ch in text[:MAX_QUERY_CHARS]
+    )
+
+
+def _extract_phrases(text: str) -> tuple[str, list[str]]:
+    """Replace balanced quoted phrases by a mark; an unpaired quote becomes a space."""
+    phrases: list[str] = []
+    out: list[str] = []
+    pos = 0
+    while (start := text.find('"', pos)) >= 0:
+        end = text.find('"', start + 1)
+        if end < 0:
+            out.append(text[pos:start] + " ")
+            pos = start + 1
+            break
+        stop = end + 2 if text.startswith("*", end + 1) else end + 1
+        out.append(text[pos:start])
+        if _has_alnum(text[start + 1 : end]):
+            phrases.append(text[start:stop])
+            out.append(f" {_PHRASE_MARK} ")
+        else:
+            out.append(" ")
+        pos = stop
+    out.append(text[pos:])
+    return "".join(out), phrases
+
+
+_ALWAYS_KEPT = frozenset("_-.*" + _PHRASE_MARK)  # "*" is judged later, by its position
+
+
+def _keep_char(ch: str, keep_percent: bool) -> bool:
+    if ch in _ALWAYS_KEPT:
+        return True
+    if ch == "%":
+        return keep_percent
+    return unicodedata.category(ch)[0] in "LNM"
+
+
+def _fix_stars(text: str) -> str:
+    """Keep one ``*`` only where it ends a token right after a letter, digit or ``_``."""
+
+    def repl(match: re.Match[str]) -> str:
+        start, end = match.span()
+        after_word = start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_")
+        at_end = end == len(text) or text[end].isspace()
+        return "*" if after_word and at_end else " "
+
+    return _STAR_RUN_RE.sub(repl, text)
+
+
+def _token_item(token: str) -> str | None:
+    """An operator, a term in FTS5 form, or None when the token carries no letter or digit."""
+    token = token.strip("-.")
+    if token in OPERATORS:
+        return token
+    if not _has_alnum(token):
+        return None
+    prefix = token.endswith("*")
+    stem = token.rstrip("*")
+    # A bare AND/OR/NOT followed by "*" would be read as an operator, so it is quoted too.
+    if _QUOTE_CHARS.intersection(stem) or stem in OPERATORS:
+        return f'"{stem}"' + ("*" if prefix else "")
+    return token
+
+
+def _tokenize(text: str, phrases: list[str]) -> list[str]:
+    items: list[str] = []
+    phrase_iter = iter(phrases)
+    for token in text.split():
+        item = next(phrase_iter) if token == _PHRASE_MARK else _token_item(token)
+        if item is not None:
+            items.append(item)
+    return items
+
+
+def _is_op(item: object) -> bool:
+    return isinstance(item, str) and item in OPERATORS
+
+
+def _strip_trailing_ops(items: list) -> list:  # type: ignore[type-arg]
+    while items and _is_op(items[-1]):
+        items.pop()
+    return items
+
+
+def _clean_operators(items: list) -> list:  # type: ignore[type-arg]
+    """§3 step 6, until stable; works on strings and on :class:`Term` lists alike."""
+    while True:
+        out: list = []  # type: ignore[type-arg]
+        for item in items:
+            if out and _is_op(item) and _is_op(out[-1]):
+                out[-1] = item  # a run of operators keeps its last one
+            else:
+                out.append(item)
+        if out and out[0] in (AND, OR):
+            out = out[1:]
+        elif out and out[0] == NOT:
+            out = out[2:]  # a pure exclusion cannot be expressed; dropping only NOT would invert
+        _strip_trailing_ops(out)
+        if out == items:
+            return out
+        items = out
+
+
+def _limit_terms(items: list[str], limit: int = MAX_TERMS) -> list[str]:
+    out: list[str] = []
+    terms = 0
+    for item in items:
+        if not _is_op(item):
+            terms += 1
+            if terms > limit:
+                break
+        out.append(item)
+    return _strip_trailing_ops(out)
+
+
+def sanitize_query(text: str | None) -> str:
+    """§3: any text → an FTS5 expression valid for unicode61 and trigram, or ``""``. Total."""
+    if not isinstance(text, str):
+        return ""
+    text = _normalize_input(text)
+    keep_percent = contains_cjk(text)
+    working, phrases = _extract_phrases(text)
+    working = _NEAR_RE.sub(r" \1 ", working)
+    working = "".join(ch if _keep_char(ch, keep_percent) else " " for ch in working)
+    working = _fix_stars(working)
+    items = _limit_terms(_clean_operators(_tokenize(working, phrases)))
+    return " ".join(items)
+
+
+# --- Parsing and the boolean tree (§2 precedence) ------------------------------------------------
+
+_ITEM_RE = re.compile(r'"[^"]*"\*?|[^\s"]+')
+
+
+def parse_query(sanitized: str) -> list[Term | str]:
+    """The flat list of terms and ``AND``/``OR``/``NOT`` of a :func:`sanitize_query` output."""
+    return [
+        tok if tok in OPERATORS else Term.from_token(tok)
+        for tok in _ITEM_RE.findall(sanitized or "")
+    ]
+
+
+@dataclass(frozen=True)
+class And:
+    children: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Or:
+    children: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Not:
+    left: Node
+    right: Node
+
+    @property
+    def children(self) -> tuple[Node, Node]:
+        return (self.left, self.right)
+
+
+Node = Union[Term, And, Or, Not]
+
+
+def _split(items: Sequence[Term | str], op: str) -> list[list[Term | str]]:
+    groups: list[list[Term | str]] = [[]]
+    for item in items:
+        if item == op:
+            groups.append([])
+        else:
+            groups[-1].append(item)
+    return groups
+
+
+def _combine(cls: type[And] | type[Or], nodes: list[Node]) -> Node:
+    if len(nodes) == 1:
+        return nodes[0]
+    flat: list[Node] = []
+    for node in nodes:
+        flat.extend(node.children if isinstance(node, cls) else (node,))
+    return cls(tuple(flat))
+
+
+def _not_level(items: Sequence[Term | str]) -> Node:
+    # NOT binds looser than juxtaposition and associates to the left: a NOT b NOT c = (a-b)-c.
+    groups = [_combine(And, list(g)) for g in _split(items, NOT)]  # type: ignore[arg-type]
+    node = groups[0]
+    for right in groups[1:]:
+        node = Not(node, right)
+    return node
+
+
+def build_tree(items: Iterable[Term | str]) -> Node | None:
+    """FTS5 precedence, tightest first: juxtaposition, NOT, AND, OR. ``None`` for no terms."""
+    cleaned = _clean_operators(list(items))
+    if not cleaned:
+        return None
+    ors = [
+        _combine(And, [_not_level(g) for g in _split(group, AND)]) for group in _split(cleaned, OR)
+    ]
+    return _combine(Or, ors)
+
+
+def iter_terms(tree: Node | None) -> Iterator[Term]:
+    """Every term, in query order (each needs a route)."""
+    if isinstance(tree, Term):
+        yield tree
+    elif tree is not None:
+        for child in tree.children:
+            yield from iter_terms(child)
+
+
+def positive_terms(tree: Node | None) -> list[Term]:
+    """Terms a hit can contain: everything but the right side of a NOT (for snippets)."""
+    if tree is None:
+        return []
+    if isinstance(tree, Term):
+        return [tree]
+    if isinstance(tree, Not):
+        return positive_terms(tree.left)
+    return [t for child in tree.children for t in positive_terms(child)]
+
+
+def evaluate_tree(tree: Node | None, lookup: Callable[[Term], set[int]]) -> set[int]:
+    """Combine per-term id sets: ∩ for AND, ∪ for OR, − for NOT."""
+    if tree is None:
+        return set()
+    if isinstance(tree, Term):
+        return set(lookup(tree))
+    if isinstance(tree, Not):
+        left = evaluate_tree(tree.left, lookup)
+        return left - evaluate_tree(tree.right, lookup) if left else left
+    sets = (evaluate_tree(child, lookup) for child in tree.children)
+    if isinstance(tree, Or):
+        return set().union(*sets)
+    result = next(sets)
+    for other in sets:
+        if not result:
+            break
+        result &= other
+    return result
+
+
+# --- Rendering -----------------------------------------------------------------------------------
+
+_TERM_FORMS: dict[str, Callable[[Term], str]] = {
+    "word": Term.word_match, "trigram": Term.trigram_match, "bigram": Term.bigram_match
+}
+
+
+def _render(tree: Node, leaf: Callable[[Term], str], and_: str, or_: str, not_: str) -> str:
+    if isinstance(tree, Term):
+        return leaf(tree)
+
+    def sub(node: Node) -> str:
+        text = _render(node, leaf, and_, or_, not_)
+        return text if isinstance(node, Term) else f"({text})"
+
+    if isinstance(tree, Not):
+        return not_.format(sub(tree.left), sub(tree.right))
+    joiner = and_ if isinstance(tree, And) else or_
+    return joiner.join(sub(child) for child in tree.children)
+
+
+def render_match(tree: Node, index: Index | str) -> str:
+    """One MATCH string for ``index`` with the same meaning as the tree (explicit parentheses)."""
+    leaf = _TERM_FORMS.get(index)
+    if leaf is None:
+        raise ValueError(f"unknown index {index!r}, expected one of {sorted(_TERM_FORMS)}")
+    return _render(tree, leaf, " AND ", " OR ", "{} NOT {}")
+
+
+def render_like(tree: Node, columns: Sequence[str]) -> tuple[str, list[str]]:
+    """A boolean SQL expression over fixed column expressions; user text only in parameters."""
+    if not columns:
+        raise ValueError("render_like needs at least one column expression")
+    params: list[str] = []
+    term_sql = "(" + " OR ".join(f"{col} LIKE ? ESCAPE '\\'" for col in columns) + ")"
+
+    def leaf(term: Term) -> str:
+        params.extend([term.like_pattern()] * len(columns))
+        return term_sql
+
+    # NULL columns make LIKE NULL; coalesce so "NOT NULL" does not drop rows that lack the term.
+    sql = _render(tree, leaf, " AND ", " OR ", "{} AND NOT coalesce({}, 0)")
+    # Parenthesized as a whole, so a caller can AND it with its filters without precedence traps.
+    return (sql if isinstance(tree, Term) else f"({sql})"), params
+
+
+# --- Routing (§5) --------------------------------------------------------------------------------
+
+
+def route_term(
+    term: Term,
+    *,
+    trigram_available: bool = True,
+    bigram_ready: bool = True,
+    tool_role: bool = False,
+    excluded_source_filter: bool = False,
+) -> Route:
+    """Which index answers ``term``; decided up front, never retried on zero hits.
+
+    ``"word"`` means the word index for rows the bigram index does not cover plus the bigram
+    index for rows it does (the word index alone while the bigram index is not ready).
+    """
+    if tool_role:
+        return "like"  # tool bodies are indexed only up to a prefix
+    if not term.is_cjk:
+        return "word"
+    if excluded_source_filter:
+        return "like"  # excluded sources are outside trigram and bigram coverage
+    if term.length >= 3 and trigram_available:
+        return "trigram"
+    return "bigram" if bigram_ready else "like"  # trigram needs 3 characters per term
+
+
+# --- Stored text: multimodal content and snippets (§6) -------------------------------------------
+
+_TEXT_PART_TYPES = frozenset(("text", "input_text", "output_text"))
+
+
+def _part_text(part: object) -> str | None:
+    if isinstance(part, str):
+        return part
+    if isinstance(part, dict) and part.get("type", "text") in _TEXT_PART_TYPES:
+        text = part.get("text")
+        return text if isinstance(text, str) else None
+    return None
+
+
+def text_of_content(content: str | None) -> str:
+    """Plain text of a stored ``content``: multimodal parts reduced to their text parts."""
+    if content is None:
+        return ""
+    if not content.startswith(MULTIMODAL_PREFIX):
+        return content
+    try:
+        parts = json.loads(content[len(MULTIMODAL_PREFIX) :])
+    except ValueError:
+        return ""  # never show the sentinel or a broken payload
+    if not isinstance(parts, list):
+        parts = [parts]
+    texts = (_part_text(part) for part in parts)
+    return " ".join(t for t in texts if t)
+
+
+def _find_first(text: str, terms: Sequence[str]) -> re.Match[str] | None:
+    # Longest alternative first, so at a shared start the whole of the longer term is marked.
+    alternatives = sorted({t for t in terms if t}, key=len, reverse=True)
+    if not text or not alternatives:
+        return None
+    pattern = "|".join(map(re.escape, alternatives))
+    return re.search(pattern, text, re.IGNORECASE)
+
+
+def _mark(text: str, match: re.Match[str], width: int, before: int) -> str:
+    start = max(0, match.start() - before)
+    end = start + width
+    hit_end = min(match.end(), end)  # a hit longer than the window is cut, not the window grown
+    hit = text[match.start() : hit_end]
+    body = f"{text[start : match.start()]}>>>{hit}<<<{text[hit_end:end]}"
+    return ("..." if start > 0 else "") + body + ("..." if end < len(text) else "")
+
+
+def snippet_from_text(
+    texts: Sequence[str | None], terms: Sequence[str], width: int = 120, before: int = 40
+) -> str:
+    """Bigram/LIKE snippet: the first literal hit in content, then tool_name, then tool_calls."""
+    plain = [text_of_content(t) for t in texts]
+    for text in plain:
+        match = _find_first(text, terms)
+        if match is not None:
+            return _mark(text, match, width, before)
+    return next((t[:width] for t in plain if t), "")
