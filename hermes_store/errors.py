@@ -92,3 +92,21 @@ class AmbiguousSessionError(HermesStoreError, LookupError):
         super().__init__(f"{ref!r} matches {len(candidates)} sessions; give more characters")
         self.ref = ref
         self.candidates = candidates
+
+
+class UsageError(HermesStoreError, ValueError):
+    """Bad command-line input: an unparsable AGE/TIME, an empty time window, contradictory bounds."""
+
+    exit_code = 2
+    code = "usage"
+
+
+class OutputExistsError(HermesStoreError, FileExistsError):
+    """An export target already exists and ``force`` was not given."""
+
+    exit_code = 1
+    code = "output_exists"
+
+    def __init__(self, path: str):
+        super().__init__(f"{path} already exists (use --force to overwrite)")
+        self.path = path
