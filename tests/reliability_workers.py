@@ -1,0 +1,210 @@
+"""Child-process bodies for the reliability tests and the writer benchmark.
+
+``multiprocessing`` with the ``spawn`` start method imports the target by module name, so these
+live in an importable module rather than in a test file. Each worker reports through a JSON file
+(written atomically at the end) or a line-per-event log it appends to as it goes: a file survives
+a ``SIGKILL`` of the child, a queue does not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, text
+
+from hermes_store import engine as eng
+
+INSERT_MESSAGE = text(
+    "INSERT INTO messages (session_id, role, content, timestamp) VALUES (:s, :r, :c, :t)")
+BUMP_COUNT = text("UPDATE sessions SET message_count = message_count + 1 WHERE id = :s")
+INSERT_SESSION = text(
+    "INSERT INTO sessions (id, source, started_at) VALUES (:id, :source, :t) "
+    "ON CONFLICT(id) DO NOTHING")
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+def write_report(path: str, payload: dict[str, Any]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(payload, f)
+    os.replace(tmp, path)
+
+
+def read_report(path: str | os.PathLike[str]) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def log_line(path: str, line: str) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+        f.flush()
+
+
+def wait_for_file(path: str | os.PathLike[str], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} did not appear within {timeout}s")
+        time.sleep(0.01)
+
+
+# --------------------------------------------------------------------------- the append unit
+
+
+def create_session(engine: Any, session_id: str, source: str) -> None:
+    eng.run_write(engine, lambda c: c.execute(
+        INSERT_SESSION, {"id": session_id, "source": source, "t": time.time()}),
+        budget=eng.APPEND_BUDGET_S, what="create_session")
+
+
+def append_unit(session_id: str, content: str, role: str = "user") -> Callable[[Connection], int]:
+    """The message write as the facade does it: the row and its counter in one transaction."""
+
+    def unit(conn: Connection) -> int:
+        new_id = conn.execute(INSERT_MESSAGE, {"s": session_id, "r": role, "c": content,
+                                               "t": time.time()}).lastrowid
+        conn.execute(BUMP_COUNT, {"s": session_id})
+        return int(new_id)
+
+    return unit
+
+
+def append(engine: Any, session_id: str, content: str) -> int:
+    return eng.run_write(engine, append_unit(session_id, content),
+                         budget=eng.APPEND_BUDGET_S, what="append_message")
+
+
+def _guarded(report: str, body: Callable[[dict[str, Any]], None]) -> None:
+    result: dict[str, Any] = {"errors": [], "written": []}
+    try:
+        body(result)
+    except Exception as err:  # noqa: BLE001 - every failure goes to the parent's assertion
+        result["errors"].append(f"{type(err).__name__}: {err}")
+    write_report(report, result)
+
+
+# --------------------------------------------------------------------------- load writers
+
+
+def gateway_writer(path: str, name: str, count: int, report: str) -> None:
+    """One long-lived engine appending to one session at a steady pace, like the gateway."""
+
+    def body(result: dict[str, Any]) -> None:
+        engine = eng.open_engine(path)
+        session_id = f"gw-{name}"
+        create_session(engine, session_id, "telegram")
+        for i in range(count):
+            content = f"{name} turn {i} reply about kubernetes deploys"
+            append(engine, session_id, content)
+            result["written"].append(content)
+            time.sleep(random.uniform(0.0, 0.004))
+
+    _guarded(report, body)
+
+
+def cli_writer(path: str, name: str, bursts: int, per_burst: int, report: str) -> None:
+    """Short CLI invocations: each opens the store, writes a small session, and goes away."""
+
+    def body(result: dict[str, Any]) -> None:
+        for b in range(bursts):
+            engine = eng.open_engine(path)
+            session_id = f"cli-{name}-{b}"
+            create_session(engine, session_id, "cli")
+            for i in range(per_burst):
+                content = f"{name} burst {b} line {i} grep sqlite locking"
+                append(engine, session_id, content)
+                result["written"].append(content)
+            eng.dispose_all()  # the process "exits": its pool and WAL handles go
+
+    _guarded(report, body)
+
+
+def cron_writer(path: str, name: str, bursts: int, per_burst: int, report: str) -> None:
+    """Cron runs: a new session per run, a quick burst of appends, then a pause."""
+
+    def body(result: dict[str, Any]) -> None:
+        engine = eng.open_engine(path)
+        for b in range(bursts):
+            session_id = f"cron_{name}_{b:04d}"
+            create_session(engine, session_id, "cron")
+            for i in range(per_burst):
+                content = f"{name} run {b} step {i} backup rotated"
+                append(engine, session_id, content)
+                result["written"].append(content)
+            time.sleep(random.uniform(0.02, 0.08))
+
+    _guarded(report, body)
+
+
+def reader(path: str, stop_file: str, report: str) -> None:
+    """Searches and listings in short read transactions until told to stop."""
+    result: dict[str, Any] = {"errors": [], "queries": 0}
+    try:
+        engine = eng.open_engine(path)
+        while not os.path.exists(stop_file):
+            with eng.reading(engine) as conn:
+                conn.execute(text(
+                    "SELECT id, source, message_count FROM sessions "
+                    "ORDER BY started_at DESC LIMIT 20")).all()
+            with eng.reading(engine) as conn:
+                tables = {r[0] for r in conn.exec_driver_sql(
+                    "SELECT name FROM sqlite_master WHERE name = 'messages_fts'")}
+                if tables:
+                    conn.exec_driver_sql(
+                        "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT 20",
+                        (random.choice(["kubernetes", "sqlite", "backup", "turn"]),)).all()
+                else:
+                    conn.execute(text("SELECT id FROM messages WHERE content LIKE :p LIMIT 20"),
+                                 {"p": "%backup%"}).all()
+            result["queries"] += 2
+            time.sleep(0.005)
+    except Exception as err:  # noqa: BLE001
+        result["errors"].append(f"{type(err).__name__}: {err}")
+    write_report(report, result)
+
+
+# --------------------------------------------------------------------------- faults
+
+
+def hold_open_transaction(path: str, session_id: str, content: str, ready_file: str) -> None:
+    """Insert a message and bump its counter inside BEGIN IMMEDIATE, then wait to be killed."""
+    engine = eng.open_engine(path)
+
+    def unit(conn: Connection) -> None:
+        append_unit(session_id, content)(conn)
+        Path(ready_file).touch()
+        time.sleep(600)
+
+    eng.run_write(engine, unit)
+
+
+def append_until_killed(path: str, session_id: str, log_file: str) -> None:
+    """Append forever, logging each content only after its transaction committed."""
+    engine = eng.open_engine(path)
+    i = 0
+    while True:
+        content = f"committed {i} {'x' * random.randint(0, 3000)}"
+        append(engine, session_id, content)
+        log_line(log_file, content)
+        i += 1
+
+
+def upgrade_with_location(path: str, location: str) -> None:
+    from hermes_store import migrate
+
+    migrate.upgrade(path, location=location)
+
+
+def kill_self() -> None:
+    """What the OOM killer does: no cleanup, no rollback, no checkpoint."""
+    os.kill(os.getpid(), signal.SIGKILL)
