@@ -1,0 +1,522 @@
+"""``SessionDB``: the documented session API (sessiondb-api.md) as a thin layer.
+
+Each method validates and serialises its arguments, then runs one repository call in one
+transaction: writes through ``engine.run_write`` (``BEGIN IMMEDIATE``, retried as a whole
+within a time budget), reads through ``engine.reading`` (short read transactions). The logic
+lives in ``sessions``, ``messages``, ``titles``, ``lineage``, ``queries`` and ``retention``.
+
+``prune_sessions`` maps onto :func:`retention.prune`: ``older_than = now − days × 86400`` on
+the shared last-activity expression; ``source`` is matched on the lineage tip; pinned lineages
+are spared; archived ones are not (the agent's own retention must be able to clear them); the
+"busy" window is off (v11 callers prune sessions they just ended). A compression chain is one
+unit decided by its tip; sessions linked by any other parent link are independent, so their
+surviving children are detached.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine
+
+from . import engine as engine_mod
+from . import fts, messages, migrate, queries, retention, sessions, titles
+from .errors import SchemaMismatchError, StoreBusyError
+from .paths import resolve_db_path
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_CLOSED = "Cannot operate on a closed database."
+
+
+def _now() -> float:
+    return time.time()
+
+
+def _remove_session_files(sessions_dir: str | os.PathLike[str] | None, ids: Sequence[str]) -> None:
+    """After commit: the agent's per-session files. Missing files and OS errors are ignored."""
+    if sessions_dir is None or not ids:
+        return
+    root = Path(sessions_dir)
+    for sid in ids:
+        targets = [root / f"{sid}.json", root / f"{sid}.jsonl"]
+        try:
+            targets.extend(p for p in root.glob(f"request_dump_{_glob_escape(sid)}_*.json"))
+        except (OSError, ValueError):
+            pass
+        for target in targets:
+            try:
+                target.unlink()
+            except OSError:
+                pass
+
+
+def _glob_escape(text: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
+class SessionDB:
+    """A Hermes session store: drop-in for the agent's v11 ``SessionDB``."""
+
+    MAX_TITLE_LENGTH = titles.MAX_TITLE_LENGTH
+    _WRITE_MAX_RETRIES = engine_mod.MIN_ATTEMPTS
+    _WRITE_RETRY_MIN_S = engine_mod.RETRY_MIN_S
+    _WRITE_RETRY_MAX_S = engine_mod.RETRY_MAX_S
+    _CHECKPOINT_EVERY_N_WRITES = engine_mod.CHECKPOINT_EVERY_N_WRITES
+
+    def __init__(self, db_path: str | os.PathLike[str] | None = None, *,
+                 readonly: bool = False) -> None:
+        self._closed = True
+        self._raw: Any = None
+        self.db_path = resolve_db_path(db_path)
+        self.readonly = readonly
+        if not readonly:
+            self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        st = migrate.status(self.db_path)
+        if readonly:
+            if st.state != "up-to-date":
+                raise SchemaMismatchError(
+                    f"the store at {self.db_path} is {st.describe()}; run `hermes-store upgrade` "
+                    "(a read-only open never migrates)", state=st.state, current=st.current,
+                    head=st.head)
+            self._engine = engine_mod.open_engine(self.db_path, readonly=True)
+        else:
+            self._engine = engine_mod.open_engine(self.db_path)
+            if st.state != "up-to-date":
+                migrate.upgrade(self._engine)
+        self._closed = False
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def __enter__(self) -> SessionDB:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """PASSIVE checkpoint (best effort), then release the connections; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._raw is not None:
+            try:
+                self._raw.driver_connection.row_factory = None
+                self._raw.close()
+            except Exception:  # noqa: BLE001 - closing must not fail
+                pass
+            self._raw = None
+        if not self.readonly:
+            engine_mod.checkpoint(self._engine, "PASSIVE")
+
+    @property
+    def engine(self) -> Engine:
+        if self._closed:
+            raise sqlite3.ProgrammingError(_CLOSED)
+        return self._engine
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        """A raw autocommit ``sqlite3`` connection with ``Row`` rows (for v11-era tests)."""
+        eng = self.engine
+        if self._raw is None:
+            self._raw = eng.raw_connection()
+            self._raw.driver_connection.row_factory = sqlite3.Row
+        return self._raw.driver_connection  # type: ignore[no-any-return]
+
+    def _write(self, fn: Callable[[Connection], T], *, append: bool = False,
+               what: str = "write") -> T:
+        budget = engine_mod.APPEND_BUDGET_S if append else engine_mod.WRITE_BUDGET_S
+        return engine_mod.run_write(self.engine, fn, budget=budget, what=what)
+
+    def _read(self, fn: Callable[[Connection], T]) -> T:
+        with engine_mod.reading(self.engine) as conn:
+            return fn(conn)
+
+    def _execute_write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(raw sqlite3 connection)`` in one write transaction; return its result."""
+
+        def unit(conn: Connection) -> T:
+            raw = conn.connection.driver_connection
+            raw.row_factory = sqlite3.Row
+            try:
+                return fn(raw)
+            finally:
+                raw.row_factory = None
+
+        return self._write(unit)
+
+    @staticmethod
+    def _sanitize_fts5_query(query: str | None) -> str:
+        return fts.sanitize_query(query)
+
+    @staticmethod
+    def _contains_cjk(text: str | None) -> bool:
+        return fts.contains_cjk(text)
+
+    @staticmethod
+    def sanitize_title(title: str | None) -> str | None:
+        return titles.sanitize_title(title)
+
+    # ----------------------------------------------------------------- sessions
+
+    def create_session(self, session_id: str, source: str, **kwargs: Any) -> str:
+        sessions.check_session_id(session_id)
+        if not isinstance(source, str):
+            raise TypeError(f"source must be a str, not {type(source).__name__}")
+        sessions.check_text("source", source)
+        values = sessions.prepare_create_fields(session_id, kwargs)
+        now = _now()
+        return self._write(lambda c: sessions.create_or_fill(c, session_id, source, values, now),
+                           append=True, what="create_session")
+
+    def ensure_session(self, session_id: str, source: str = "unknown", model: str | None = None,
+                       **kwargs: Any) -> str:
+        if model is not None:
+            kwargs["model"] = model
+        return self.create_session(session_id, source, **kwargs)
+
+    def get_session(self, session_id: str) -> dict[str, Any] | None:
+        if not self._id_ok(session_id):
+            return None
+        return self._read(lambda c: sessions.get_session(c, session_id))
+
+    def resolve_session_id(self, id_or_prefix: str) -> str | None:
+        if not isinstance(id_or_prefix, str):
+            raise TypeError(f"a session id must be a str, not {type(id_or_prefix).__name__}")
+        if not self._id_ok(id_or_prefix.strip() or "x"):
+            return None
+        return self._read(lambda c: sessions.resolve_session_id(c, id_or_prefix))
+
+    def end_session(self, session_id: str, end_reason: str) -> None:
+        if not self._id_ok(session_id):
+            return
+        sessions.check_text("end_reason", end_reason)
+        now = _now()
+        self._write(lambda c: sessions.end_session(c, session_id, end_reason, now),
+                    what="end_session")
+
+    def reopen_session(self, session_id: str) -> None:
+        if self._id_ok(session_id):
+            self._write(lambda c: sessions.reopen_session(c, session_id), what="reopen_session")
+
+    def update_system_prompt(self, session_id: str, system_prompt: str | None) -> None:
+        if not self._id_ok(session_id):
+            return
+        sessions.check_text("system_prompt", system_prompt)
+        self._write(lambda c: sessions.update_system_prompt(c, session_id, system_prompt),
+                    what="update_system_prompt")
+
+    def update_token_counts(self, session_id: str, input_tokens: int = 0, output_tokens: int = 0,
+                            model: str | None = None, cache_read_tokens: int = 0,
+                            cache_write_tokens: int = 0, reasoning_tokens: int = 0,
+                            estimated_cost_usd: float | None = None,
+                            actual_cost_usd: float | None = None, cost_status: str | None = None,
+                            cost_source: str | None = None, pricing_version: str | None = None,
+                            billing_provider: str | None = None,
+                            billing_base_url: str | None = None, billing_mode: str | None = None,
+                            api_call_count: int | None = None, absolute: bool = False) -> None:
+        sessions.check_session_id(session_id)
+        sessions.check_finite("estimated_cost_usd", estimated_cost_usd)
+        sessions.check_finite("actual_cost_usd", actual_cost_usd)
+        tokens = {"input_tokens": input_tokens, "output_tokens": output_tokens,
+                  "cache_read_tokens": cache_read_tokens,
+                  "cache_write_tokens": cache_write_tokens, "reasoning_tokens": reasoning_tokens}
+        replace = {"cost_status": cost_status, "cost_source": cost_source,
+                   "pricing_version": pricing_version}
+        first = {"billing_provider": billing_provider, "billing_base_url": billing_base_url,
+                 "billing_mode": billing_mode}
+        now = _now()
+        self._write(lambda c: sessions.update_token_counts(
+            c, session_id, now=now, absolute=absolute, model=model, tokens=tokens,
+            estimated_cost_usd=estimated_cost_usd, actual_cost_usd=actual_cost_usd,
+            replace=replace, first_wins=first, api_call_count=api_call_count),
+            what="update_token_counts")
+
+    @staticmethod
+    def _id_ok(session_id: object) -> bool:
+        """Readers and no-op writers: a non-str is a TypeError, an unstorable id simply unknown."""
+        if not isinstance(session_id, str):
+            raise TypeError(f"a session id must be a str, not {type(session_id).__name__}")
+        try:
+            sessions.check_text("session id", session_id)
+        except ValueError:
+            return False
+        return session_id != ""
+
+    # ----------------------------------------------------------------- titles
+
+    def set_session_title(self, session_id: str, title: str | None) -> bool:
+        cleaned = titles.sanitize_title(title)
+        if not self._id_ok(session_id):
+            return False
+        return self._write(lambda c: sessions.set_title(c, session_id, cleaned),
+                           what="set_session_title")
+
+    def get_session_title(self, session_id: str) -> str | None:
+        if not self._id_ok(session_id):
+            return None
+        return self._read(lambda c: sessions.get_title(c, session_id))
+
+    def get_session_by_title(self, title: str) -> dict[str, Any] | None:
+        cleaned = titles.clean_lookup_title(self._title_arg(title))
+        if cleaned is None:
+            return None
+        return self._read(lambda c: sessions.session_by_title(c, cleaned))
+
+    def resolve_session_by_title(self, title: str) -> str | None:
+        cleaned = titles.clean_lookup_title(self._title_arg(title))
+        if cleaned is None:
+            return None
+        return self._read(lambda c: sessions.resolve_by_title(c, cleaned))
+
+    def get_next_title_in_lineage(self, base_title: str) -> str:
+        raw = self._title_arg(base_title)
+        if raw is None:
+            raise TypeError("base_title must be a str")
+        base = titles.clean_unbounded(raw) or raw
+        return self._read(lambda c: sessions.next_title_in_lineage(c, base))
+
+    @staticmethod
+    def _title_arg(title: object) -> str | None:
+        if title is not None and not isinstance(title, str):
+            raise TypeError(f"a title must be a str or None, not {type(title).__name__}")
+        return title
+
+    # ----------------------------------------------------------------- messages
+
+    def append_message(self, session_id: str, role: str, content: Any = None,
+                       tool_name: str | None = None, tool_calls: Any = None,
+                       tool_call_id: str | None = None, token_count: int | None = None,
+                       finish_reason: str | None = None, reasoning: str | None = None,
+                       reasoning_content: str | None = None, reasoning_details: Any = None,
+                       codex_reasoning_items: Any = None, codex_message_items: Any = None, *,
+                       timestamp: float | None = None) -> int:
+        sessions.check_session_id(session_id)
+        prepared = messages.prepare_message(
+            session_id, role, content=content, tool_name=tool_name, tool_calls=tool_calls,
+            tool_call_id=tool_call_id, token_count=token_count, finish_reason=finish_reason,
+            reasoning=reasoning, reasoning_content=reasoning_content,
+            reasoning_details=reasoning_details, codex_reasoning_items=codex_reasoning_items,
+            codex_message_items=codex_message_items,
+            timestamp=_now() if timestamp is None else timestamp)
+        return self._write(lambda c: messages.append(c, prepared), append=True,
+                           what="append_message")
+
+    def get_messages(self, session_id: str) -> list[dict[str, Any]]:
+        if not self._id_ok(session_id):
+            return []
+        return self._read(lambda c: messages.get_messages(c, session_id))
+
+    def get_messages_as_conversation(self, session_id: str,
+                                     include_ancestors: bool = False) -> list[dict[str, Any]]:
+        if not self._id_ok(session_id):
+            return []
+        return self._read(lambda c: messages.conversation(
+            c, session_id, include_ancestors=include_ancestors))
+
+    def clear_messages(self, session_id: str) -> None:
+        if self._id_ok(session_id):
+            self._write(lambda c: messages.clear(c, session_id), what="clear_messages")
+
+    def message_count(self, session_id: str | None = None) -> int:
+        if session_id is not None and not self._id_ok(session_id):
+            return 0
+        return self._read(lambda c: messages.count(c, session_id))
+
+    # ----------------------------------------------------------------- listing
+
+    def list_sessions_rich(self, source: str | None = None,
+                           exclude_sources: Sequence[str] | None = None, limit: int = 20,
+                           offset: int = 0, include_children: bool = False,
+                           project_compression_tips: bool = True,
+                           order_by_last_active: bool = False) -> list[dict[str, Any]]:
+        _check_page(limit, offset)
+        return self._read(lambda c: queries.list_sessions_rich(
+            c, source=source, exclude_sources=exclude_sources, limit=limit, offset=offset,
+            include_children=include_children, project_compression_tips=project_compression_tips,
+            order_by_last_active=order_by_last_active))
+
+    def search_sessions(self, source: str | None = None, limit: int = 20,
+                        offset: int = 0) -> list[dict[str, Any]]:
+        _check_page(limit, offset)
+        return self._read(lambda c: queries.search_sessions(c, source=source, limit=limit,
+                                                            offset=offset))
+
+    def session_count(self, source: str | None = None) -> int:
+        return self._read(lambda c: sessions.session_count(c, source))
+
+    def search_messages(self, query: str, source_filter: Sequence[str] | None = None,
+                        exclude_sources: Sequence[str] | None = None,
+                        role_filter: Sequence[str] | None = None, limit: int = 20,
+                        offset: int = 0, sort: str | None = None) -> list[dict[str, Any]]:
+        from .search import search_messages  # written by the search work; imported on use
+
+        _check_page(limit, offset)
+        return search_messages(self, query, source_filter=source_filter,
+                               exclude_sources=exclude_sources, role_filter=role_filter,
+                               limit=limit, offset=offset, sort=sort)
+
+    # ----------------------------------------------------------------- export
+
+    def export_session(self, session_id: str) -> dict[str, Any] | None:
+        if not self._id_ok(session_id):
+            return None
+
+        def read(conn: Connection) -> dict[str, Any] | None:
+            row = sessions.get_session(conn, session_id)
+            if row is None:
+                return None
+            row["messages"] = messages.get_messages(conn, session_id)
+            return row
+
+        return self._read(read)
+
+    def iter_export(self, source: str | None = None, *,
+                    batch: int = 200) -> Iterator[dict[str, Any]]:
+        """``export_all`` one session at a time, reading in short transactions of ``batch``."""
+        order = self._read(lambda c: queries.iter_session_ids_for_export(c, source=source))
+        for start in range(0, len(order), batch):
+            page = order[start:start + batch]
+            ids = [sid for sid, _ in page]
+
+            def read(conn: Connection, ids: list[str] = ids) -> tuple[dict[str, Any], dict[str, Any]]:
+                rows = {r["id"]: r for r in queries.sessions_by_id(conn, ids)}
+                return rows, messages.iter_messages(conn, ids)
+
+            rows, msgs = self._read(read)
+            for sid, last_active in page:
+                row = rows.get(sid)
+                if row is None:  # deleted meanwhile
+                    continue
+                row["last_active"] = last_active
+                row["messages"] = msgs.get(sid, [])
+                yield row
+
+    def export_all(self, source: str | None = None) -> list[dict[str, Any]]:
+        return list(self.iter_export(source))
+
+    # ----------------------------------------------------------------- maintenance
+
+    def prune_sessions(self, older_than_days: float = 90, source: str | None = None,
+                       sessions_dir: str | os.PathLike[str] | None = None) -> int:
+        if isinstance(older_than_days, bool) or not isinstance(older_than_days, (int, float)):
+            raise TypeError("older_than_days must be a number")
+        if older_than_days < 0:
+            raise ValueError(f"older_than_days must be >= 0, not {older_than_days}")
+        now = _now()
+        cutoff = now - older_than_days * 86400
+        where = retention.sessions.c.source == source if source is not None else None
+        result = self._write(lambda c: retention.prune(
+            c, older_than=cutoff, where=where, include_archived=True, busy_window_s=0,
+            now=now), what="prune_sessions")
+        _remove_session_files(sessions_dir, result.ids)
+        return result.changed
+
+    def delete_session(self, session_id: str,
+                       sessions_dir: str | os.PathLike[str] | None = None) -> bool:
+        if not self._id_ok(session_id):
+            return False
+        deleted = self._write(lambda c: retention.delete_session(c, session_id),
+                              what="delete_session")
+        if deleted:
+            _remove_session_files(sessions_dir, [session_id])
+        return deleted
+
+    def archive_session(self, session_id: str) -> bool:
+        """Archive the session's whole lineage (pinned lineages are spared)."""
+        result = self._write(lambda c: retention.archive(c, ids=[session_id], include_open=True),
+                             what="archive")
+        return result.changed > 0
+
+    def unarchive_session(self, session_id: str) -> bool:
+        result = self._write(lambda c: retention.unarchive(c, ids=[session_id]), what="unarchive")
+        return result.changed > 0
+
+    def pin_session(self, session_id: str) -> bool:
+        """Set the keep flag (pinning an archived session unarchives its lineage)."""
+        result = self._write(lambda c: retention.pin(c, [session_id]), what="pin")
+        return bool(result.ids)
+
+    def unpin_session(self, session_id: str) -> bool:
+        result = self._write(lambda c: retention.unpin(c, [session_id]), what="unpin")
+        return result.changed > 0
+
+    def vacuum(self) -> None:
+        """Optimise the search indexes, VACUUM, then a TRUNCATE checkpoint (in that order, so
+        the WAL VACUUM wrote is emptied rather than left at the size of the file)."""
+        eng = self.engine
+
+        def optimise(conn: Connection) -> None:
+            for name in _fts_tables(conn):
+                conn.exec_driver_sql(_FTS_OPTIMIZE[name])
+
+        self._write(optimise, what="vacuum")
+        _vacuum(eng)
+        engine_mod.checkpoint(eng, "TRUNCATE")
+
+    # ----------------------------------------------------------------- meta
+
+    def get_meta(self, key: str) -> str | None:
+        return self._read(lambda c: sessions.get_meta(c, key))
+
+    def set_meta(self, key: str, value: object) -> None:
+        if not isinstance(key, str):
+            raise TypeError("a meta key must be a str")
+        self._write(lambda c: sessions.set_meta(c, key, value), what="set_meta")
+
+
+# FTS5 segment merge, per index the store may have (statement text fixed per name).
+_FTS_OPTIMIZE = {
+    "messages_fts": "INSERT INTO messages_fts(messages_fts) VALUES('optimize')",
+    "messages_fts_trigram": "INSERT INTO messages_fts_trigram(messages_fts_trigram) "
+                            "VALUES('optimize')",
+    "messages_fts_cjk": "INSERT INTO messages_fts_cjk(messages_fts_cjk) VALUES('optimize')",
+}
+
+
+def _fts_tables(conn: Connection) -> list[str]:
+    names = {r[0] for r in conn.exec_driver_sql(
+        "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return [n for n in _FTS_OPTIMIZE if n in names]
+
+
+def _vacuum(eng: Engine) -> None:
+    """VACUUM cannot run inside a transaction, so it gets the §10 retry policy here."""
+    state = engine_mod._file_state(engine_mod.engine_path(eng))
+    start = time.monotonic()
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            with state.write_lock, eng.connect() as conn:
+                # The driver connection is in autocommit mode: no BEGIN precedes the VACUUM.
+                conn.connection.driver_connection.execute("VACUUM")
+            return
+        except Exception as err:  # noqa: BLE001 - classified below
+            if not engine_mod.is_lock_error(err):
+                raise engine_mod.unwrap(err) from err
+            elapsed = time.monotonic() - start
+            if elapsed >= engine_mod.WRITE_BUDGET_S:
+                raise StoreBusyError(f"database is locked: vacuum gave up after {elapsed:.1f}s",
+                                     waited_s=elapsed, attempts=attempts) from err
+            time.sleep(min(engine_mod._sleep_for(elapsed),
+                           max(0.0, engine_mod.WRITE_BUDGET_S - elapsed)))
+
+
+def _check_page(limit: int, offset: int) -> None:
+    for name, value in (("limit", limit), ("offset", offset)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{name} must be an int")
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0, not {value}")

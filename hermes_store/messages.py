@@ -1,0 +1,284 @@
+"""The message repository: append, read, replay as a conversation, clear, count.
+
+Functions take a caller-owned ``Connection`` and never commit. ``prepare_message`` does all
+validation and serialisation before a transaction starts, so a retried write unit only runs SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, delete, func, insert, select, update
+
+from . import cjk, lineage
+from .fts import MULTIMODAL_PREFIX
+from .models import ChatSession, Message
+from .sessions import check_text, dump_json
+
+log = logging.getLogger(__name__)
+
+sessions = ChatSession.__table__
+messages = Message.__table__
+
+MESSAGE_KEYS = ("id", "session_id", "role", "content", "tool_call_id", "tool_calls", "tool_name",
+                "timestamp", "token_count", "finish_reason", "reasoning", "reasoning_content",
+                "reasoning_details", "codex_reasoning_items", "codex_message_items")
+_JSON_EXTRAS = ("reasoning_details", "codex_reasoning_items", "codex_message_items")
+_MAX_PARAMS = 900
+
+_MEMORY_BLOCK_RE = re.compile(r"<\s*memory-context\b[^>]*>.*?<\s*/\s*memory-context\s*>",
+                              re.IGNORECASE | re.DOTALL)
+_MEMORY_NOTE_RE = re.compile(
+    r"\[System note:\s*The following is recalled memory context,\s*NOT new user input\.[^\]]*\]",
+    re.IGNORECASE)
+_MEMORY_TAG_RE = re.compile(r"<\s*/?\s*memory-context\b[^>]*>", re.IGNORECASE)
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def encode_content(content: object) -> str | None:
+    """Text as is; multimodal parts (list/dict) as the sentinel plus JSON.
+
+    A str that itself starts with the sentinel is stored as sentinel + JSON string, so it reads
+    back unchanged instead of being mistaken for multimodal parts.
+    """
+    if content is None:
+        return None
+    if isinstance(content, str):
+        check_text("content", content)
+        return MULTIMODAL_PREFIX + dump_json(content) if content.startswith(MULTIMODAL_PREFIX) \
+            else content
+    if isinstance(content, (list, dict)):
+        return MULTIMODAL_PREFIX + dump_json(content)
+    raise TypeError(f"content must be str, list, dict or None, not {type(content).__name__}")
+
+
+def decode_content(stored: str | None) -> Any:
+    if stored is None or not stored.startswith(MULTIMODAL_PREFIX):
+        return stored
+    try:
+        return json.loads(stored[len(MULTIMODAL_PREFIX):])
+    except ValueError:
+        log.warning("undecodable multimodal content; returning the stored text")
+        return stored
+
+
+def encode_tool_calls(tool_calls: object) -> tuple[str | None, int]:
+    """``(stored JSON or None, number of calls)``; a JSON str is parsed first."""
+    if tool_calls is None or tool_calls == "" or tool_calls == []:
+        return None, 0
+    value = tool_calls
+    if isinstance(tool_calls, str):
+        try:
+            value = json.loads(tool_calls)
+        except ValueError:
+            value = tool_calls  # stored as a JSON string literal: kept, never dropped
+    if value is None or value == []:
+        return None, 0
+    count = len(value) if isinstance(value, list) else 1
+    return dump_json(value), count
+
+
+def decode_tool_calls(stored: str | None) -> Any:
+    if stored is None:
+        return None
+    try:
+        return json.loads(stored)
+    except ValueError:
+        log.warning("undecodable tool_calls JSON; returning []")
+        return []
+
+
+def _json_or_none(value: Any) -> str | None:
+    return dump_json(value) if value else None
+
+
+def _decode_loose(stored: str | None) -> Any:
+    if stored is None:
+        return None
+    try:
+        return json.loads(stored)
+    except ValueError:
+        return None
+
+
+# --------------------------------------------------------------------------- append
+
+
+@dataclass(frozen=True)
+class PreparedMessage:
+    """A validated, serialised message row plus the number of tool calls it adds."""
+
+    row: dict[str, Any]
+    tool_call_delta: int
+
+
+def prepare_message(session_id: str, role: object, *, content: object = None,
+                    tool_name: str | None = None, tool_calls: object = None,
+                    tool_call_id: str | None = None, token_count: int | None = None,
+                    finish_reason: str | None = None, reasoning: str | None = None,
+                    reasoning_content: str | None = None, reasoning_details: Any = None,
+                    codex_reasoning_items: Any = None, codex_message_items: Any = None,
+                    timestamp: float) -> PreparedMessage:
+    if not isinstance(role, str):
+        raise TypeError(f"role must be a str, not {type(role).__name__}")
+    if not role:
+        raise ValueError("role must not be empty")
+    if not isinstance(timestamp, (int, float)) or isinstance(timestamp, bool) \
+            or not math.isfinite(timestamp):
+        raise ValueError(f"timestamp must be a finite number, not {timestamp!r}")
+    for name, value in (("role", role), ("tool_name", tool_name), ("tool_call_id", tool_call_id),
+                        ("finish_reason", finish_reason), ("reasoning", reasoning),
+                        ("reasoning_content", reasoning_content)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{name} must be a str or None, not {type(value).__name__}")
+        check_text(name, value)
+    stored_calls, n_calls = encode_tool_calls(tool_calls)
+    row = {
+        "session_id": session_id, "role": role, "content": encode_content(content),
+        "tool_call_id": tool_call_id, "tool_calls": stored_calls, "tool_name": tool_name,
+        "timestamp": float(timestamp), "token_count": token_count,
+        "finish_reason": finish_reason, "reasoning": reasoning,
+        "reasoning_content": reasoning_content,
+        "reasoning_details": _json_or_none(reasoning_details),
+        "codex_reasoning_items": _json_or_none(codex_reasoning_items),
+        "codex_message_items": _json_or_none(codex_message_items),
+    }
+    # Tool results carry the id of the call they answer, never new calls of their own.
+    return PreparedMessage(row, 0 if role == "tool" else n_calls)
+
+
+def append(conn: Connection, message: PreparedMessage) -> int:
+    """Insert the row, bump the session's counters and keep the CJK index, all in ``conn``'s
+    transaction. An unknown session fails with ``IntegrityError`` (foreign key)."""
+    new_id = conn.execute(insert(messages).values(**message.row)
+                          .returning(messages.c.id)).scalar_one()
+    conn.execute(update(sessions).where(sessions.c.id == message.row["session_id"]).values(
+        message_count=func.coalesce(sessions.c.message_count, 0) + 1,
+        tool_call_count=func.coalesce(sessions.c.tool_call_count, 0) + message.tool_call_delta,
+    ))
+    cjk.sync_messages(conn, [new_id])
+    return int(new_id)
+
+
+# --------------------------------------------------------------------------- read
+
+
+def get_messages(conn: Connection, session_id: str) -> list[dict[str, Any]]:
+    """Rows in insertion order with ``content`` and ``tool_calls`` decoded."""
+    cols = [messages.c[k] for k in MESSAGE_KEYS]
+    rows = conn.execute(select(*cols).where(messages.c.session_id == session_id)
+                        .order_by(messages.c.id)).mappings()
+    out = []
+    for row in rows:
+        item = dict(row)
+        item["content"] = decode_content(item["content"])
+        item["tool_calls"] = decode_tool_calls(item["tool_calls"])
+        out.append(item)
+    return out
+
+
+def _raw_rows(conn: Connection, session_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+    grouped: dict[str, list[dict[str, Any]]] = {sid: [] for sid in session_ids}
+    cols = [messages.c[k] for k in MESSAGE_KEYS]
+    for start in range(0, len(session_ids), _MAX_PARAMS):
+        chunk = session_ids[start:start + _MAX_PARAMS]
+        rows = conn.execute(select(*cols).where(messages.c.session_id.in_(chunk))
+                            .order_by(messages.c.id)).mappings()
+        for row in rows:
+            grouped[row["session_id"]].append(dict(row))
+    return grouped
+
+
+def iter_messages(conn: Connection, session_ids: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+    """``get_messages`` for many sessions, in batches of bound parameters (for exports)."""
+    grouped = _raw_rows(conn, list(dict.fromkeys(session_ids)))
+    for rows in grouped.values():
+        for item in rows:
+            item["content"] = decode_content(item["content"])
+            item["tool_calls"] = decode_tool_calls(item["tool_calls"])
+    return grouped
+
+
+def strip_memory_context(text: str) -> str:
+    """Remove recalled-memory blocks the agent injected into a turn (never part of the chat)."""
+    text = _MEMORY_BLOCK_RE.sub("", text)
+    text = _MEMORY_NOTE_RE.sub("", text)
+    text = _MEMORY_TAG_RE.sub("", text)
+    return text.strip()
+
+
+def _as_turn(row: dict[str, Any]) -> dict[str, Any]:
+    role = row["role"]
+    content = decode_content(row["content"])
+    if role in ("user", "assistant") and isinstance(content, str):
+        content = strip_memory_context(content)
+    turn: dict[str, Any] = {"role": role, "content": content}
+    if row["tool_call_id"] is not None:
+        turn["tool_call_id"] = row["tool_call_id"]
+    if row["tool_name"] is not None:
+        turn["tool_name"] = row["tool_name"]
+    if row["tool_calls"] is not None:
+        turn["tool_calls"] = decode_tool_calls(row["tool_calls"])
+    if role == "assistant":
+        if row["finish_reason"]:
+            turn["finish_reason"] = row["finish_reason"]
+        if row["reasoning"]:
+            turn["reasoning"] = row["reasoning"]
+        if row["reasoning_content"] is not None:
+            turn["reasoning_content"] = row["reasoning_content"]
+        for key in _JSON_EXTRAS:
+            if row[key] is not None:
+                turn[key] = _decode_loose(row[key])
+    return turn
+
+
+def conversation(conn: Connection, session_id: str, *, include_ancestors: bool = False,
+                 max_depth: int = lineage.DEFAULT_MAX_DEPTH) -> list[dict[str, Any]]:
+    """The session as OpenAI-style chat turns, optionally replayed from its root ancestor."""
+    if include_ancestors:
+        chain = conn.execute(lineage.ancestors(session_id, max_depth=max_depth)).all()
+        order = [r.id for r in sorted(chain, key=lambda r: r.depth, reverse=True)]
+    else:
+        order = [session_id]
+    by_session = _raw_rows(conn, order)
+    turns: list[dict[str, Any]] = []
+    last_user: Any = None
+    answered = True
+    for sid in order:
+        for row in by_session.get(sid, []):
+            turn = _as_turn(row)
+            if include_ancestors and turn["role"] == "user":
+                # A resent prompt with nothing answered in between is one turn, not two.
+                if not answered and turn["content"] == last_user:
+                    continue
+                last_user, answered = turn["content"], False
+            elif turn["role"] == "assistant" and (turn["content"] or turn.get("tool_calls")):
+                answered = True
+            turns.append(turn)
+    return turns
+
+
+# --------------------------------------------------------------------------- clear / count
+
+
+def clear(conn: Connection, session_id: str) -> int:
+    """Delete the session's messages (triggers drop their index rows) and zero its counters."""
+    deleted = conn.execute(delete(messages).where(messages.c.session_id == session_id)).rowcount
+    conn.execute(update(sessions).where(sessions.c.id == session_id)
+                 .values(message_count=0, tool_call_count=0))
+    return int(deleted or 0)
+
+
+def count(conn: Connection, session_id: str | None = None) -> int:
+    query = select(func.count()).select_from(messages)
+    if session_id is not None:
+        query = query.where(messages.c.session_id == session_id)
+    return int(conn.execute(query).scalar() or 0)

@@ -1,0 +1,212 @@
+"""Read-side queries: recent sessions with preview, token usage, the rich listing, counts.
+
+Each builder returns a ``Select`` and each runner takes a caller-owned ``Connection``. "Last
+activity" is always :func:`lineage.last_activity`, the one expression listing, prune, archive
+and export share.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Select, case, func, literal_column, or_, select
+
+from . import lineage
+from .fts import MULTIMODAL_PREFIX, text_of_content
+from .models import ChatSession, Message
+from .sessions import full_row
+
+sessions = ChatSession.__table__
+messages = Message.__table__
+
+PREVIEW_CHARS = 60
+# Enough raw text for a 60-character preview after newlines and surrounding blanks go.
+_PREVIEW_FETCH = 400
+BRANCHED = "branched"
+# Columns a projected listing row takes from its lineage's tip (sessiondb-api.md §7).
+TIP_COLUMNS = ("id", "ended_at", "end_reason", "message_count", "tool_call_count", "title",
+               "last_active", "preview", "model", "system_prompt")
+
+
+# --------------------------------------------------------------------------- preview
+
+
+def preview_source(session_id: Any) -> Any:
+    """Raw text of the first user message by ``(timestamp, id)``; multimodal content in full."""
+    first = (select(messages.c.content)
+             .where(messages.c.session_id == session_id, messages.c.role == "user",
+                    messages.c.content.is_not(None))
+             .order_by(messages.c.timestamp, messages.c.id).limit(1).scalar_subquery())
+    return case(
+        (func.substr(first, 1, len(MULTIMODAL_PREFIX)) == MULTIMODAL_PREFIX, first),
+        else_=func.substr(first, 1, _PREVIEW_FETCH))
+
+
+def make_preview(raw: str | None) -> str:
+    """Line breaks to spaces, trimmed, cut to 60 characters plus ``...``; none → ``""``."""
+    if not raw:
+        return ""
+    text = text_of_content(raw).replace("\r", " ").replace("\n", " ").strip()
+    return text[:PREVIEW_CHARS] + "..." if len(text) > PREVIEW_CHARS else text
+
+
+# --------------------------------------------------------------------------- seed queries
+
+
+def recent_sessions_query(limit: int = 20, *, now: float | None = None) -> Select:
+    """The seed's "recent sessions with preview": ``s.*``, preview source, last activity."""
+    return (select(literal_column("*"),
+                   preview_source(sessions.c.id).label("preview"),
+                   lineage.last_activity(sessions, now).label("last_active"))
+            .select_from(sessions)
+            .order_by(sessions.c.started_at.desc(), sessions.c.id.desc()).limit(limit))
+
+
+def recent_sessions(conn: Connection, limit: int = 20) -> list[dict[str, Any]]:
+    return [_finish_row(row) for row in conn.execute(recent_sessions_query(limit)).mappings()]
+
+
+def token_usage_by_model_query() -> Select:
+    """The seed's "total tokens by model" statistics."""
+    total_cost = func.sum(sessions.c.estimated_cost_usd).label("total_cost")
+    return (select(sessions.c.model, func.count().label("session_count"),
+                   func.sum(sessions.c.input_tokens).label("total_input"),
+                   func.sum(sessions.c.output_tokens).label("total_output"), total_cost)
+            .where(sessions.c.model.is_not(None))
+            .group_by(sessions.c.model).order_by(total_cost.desc()))
+
+
+def top_token_sessions_query(limit: int = 10) -> Select:
+    """The seed's "sessions with highest token usage"."""
+    total = (func.coalesce(sessions.c.input_tokens, 0)
+             + func.coalesce(sessions.c.output_tokens, 0)).label("total_tokens")
+    return (select(sessions.c.id, sessions.c.title, sessions.c.model, total,
+                   sessions.c.estimated_cost_usd)
+            .order_by(total.desc(), sessions.c.id).limit(limit))
+
+
+def token_usage_by_model(conn: Connection) -> list[dict[str, Any]]:
+    return [dict(r) for r in conn.execute(token_usage_by_model_query()).mappings()]
+
+
+def top_token_sessions(conn: Connection, limit: int = 10) -> list[dict[str, Any]]:
+    return [dict(r) for r in conn.execute(top_token_sessions_query(limit)).mappings()]
+
+
+# --------------------------------------------------------------------------- listing
+
+
+def _finish_row(row: Any) -> dict[str, Any]:
+    item = dict(row)
+    item["preview"] = make_preview(item.get("preview"))
+    return item
+
+
+def _source_filters(source: str | None, exclude_sources: Sequence[str] | None) -> list[Any]:
+    clauses = []
+    if source is not None:
+        clauses.append(sessions.c.source == source)
+    if exclude_sources:
+        clauses.append(sessions.c.source.not_in(list(exclude_sources)))
+    return clauses
+
+
+def visible_clause() -> Any:
+    """Roots, children whose parent row is gone, and branch children (parent ended
+    ``branched``, child started at or after that end). Subagent children and compression
+    continuations are not visible by default."""
+    parent = sessions.alias("vparent")
+    branch_or_orphan = (
+        select(parent.c.id)
+        .where(parent.c.id == sessions.c.parent_session_id,
+               or_(parent.c.end_reason != BRANCHED, parent.c.ended_at.is_(None),
+                   sessions.c.started_at < parent.c.ended_at))
+        .exists())
+    return or_(sessions.c.parent_session_id.is_(None), ~branch_or_orphan)
+
+
+def list_sessions_rich(conn: Connection, *, source: str | None = None,
+                       exclude_sources: Sequence[str] | None = None, limit: int = 20,
+                       offset: int = 0, include_children: bool = False,
+                       project_compression_tips: bool = True,
+                       order_by_last_active: bool = False,
+                       now: float | None = None) -> list[dict[str, Any]]:
+    """Session rows plus ``preview`` and ``last_active`` (sessiondb-api.md §7)."""
+    now = time.time() if now is None else now
+    last_active = lineage.last_activity(sessions, now)
+    query = (select(literal_column("*"),
+                    preview_source(sessions.c.id).label("preview"),
+                    last_active.label("last_active"))
+             .select_from(sessions)
+             .where(*_source_filters(source, exclude_sources)))
+    if not include_children:
+        query = query.where(visible_clause())
+    if order_by_last_active:
+        chain = lineage.lineage_activity(now=now).subquery("chain")
+        chain_active = (select(chain.c.last_active).where(chain.c.root_id == sessions.c.id)
+                        .scalar_subquery())
+        query = query.order_by(func.coalesce(chain_active, last_active).desc(),
+                               sessions.c.started_at.desc(), sessions.c.id.desc())
+    else:
+        query = query.order_by(sessions.c.started_at.desc(), sessions.c.id.desc())
+    query = query.limit(limit).offset(offset)
+    rows = [_finish_row(r) for r in conn.execute(query).mappings()]
+    if project_compression_tips and not include_children:
+        rows = [_project(conn, row, now) for row in rows]
+    return rows
+
+
+def _project(conn: Connection, row: dict[str, Any], now: float) -> dict[str, Any]:
+    """A compression-ended row shows its lineage tip, keeping the root's ``started_at``."""
+    if row.get("end_reason") != lineage.COMPRESSION:
+        return row
+    tip_id = conn.execute(lineage.compression_tip(row["id"])).scalar()
+    if tip_id is None or tip_id == row["id"]:
+        return row
+    tip = conn.execute(
+        select(literal_column("*"), preview_source(sessions.c.id).label("preview"),
+               lineage.last_activity(sessions, now).label("last_active"))
+        .select_from(sessions).where(sessions.c.id == tip_id)).mappings().first()
+    if tip is None:
+        return row
+    tip_row = _finish_row(tip)
+    projected = dict(row)
+    for key in TIP_COLUMNS:
+        projected[key] = tip_row.get(key)
+    projected["_lineage_root_id"] = row["id"]
+    return projected
+
+
+def search_sessions(conn: Connection, *, source: str | None = None, limit: int | None = 20,
+                    offset: int = 0, now: float | None = None) -> list[dict[str, Any]]:
+    """Session columns plus ``last_active``, newest activity first; no child filter."""
+    last_active = lineage.last_activity(sessions, now).label("last_active")
+    query = (select(literal_column("*"), last_active).select_from(sessions)
+             .where(*_source_filters(source, None))
+             .order_by(last_active.desc(), sessions.c.started_at.desc(), sessions.c.id.desc()))
+    if limit is not None:
+        query = query.limit(limit)
+    if offset:
+        query = query.offset(offset)
+    return [dict(r) for r in conn.execute(query).mappings()]
+
+
+def iter_session_ids_for_export(conn: Connection, *, source: str | None = None,
+                                now: float | None = None) -> list[tuple[str, float]]:
+    """``(id, last_active)`` of every session in ``search_sessions`` order (no cap)."""
+    last_active = lineage.last_activity(sessions, now).label("last_active")
+    query = (select(sessions.c.id, last_active).where(*_source_filters(source, None))
+             .order_by(last_active.desc(), sessions.c.started_at.desc(), sessions.c.id.desc()))
+    return [(r.id, r.last_active) for r in conn.execute(query)]
+
+
+def sessions_by_id(conn: Connection, ids: Sequence[str]) -> Iterator[dict[str, Any]]:
+    """Full rows of the given sessions, in batches of bound parameters."""
+    for start in range(0, len(ids), 900):
+        chunk = list(ids[start:start + 900])
+        yield from (full_row(r) for r in conn.execute(
+            select(literal_column("*")).select_from(sessions)
+            .where(sessions.c.id.in_(chunk))).mappings())
+

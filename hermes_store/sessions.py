@@ -1,0 +1,315 @@
+"""The session repository: verbs on ``sessions`` rows and ``state_meta``.
+
+Every function takes a caller-owned ``Connection`` (inside the caller's transaction) and never
+commits. Argument checking that must happen before a transaction starts lives in the
+``check_*``/``prepare_*`` helpers, which touch no database.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Connection, case, exc, func, literal_column, select, update
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from . import titles
+from .models import ChatSession, StateMeta
+
+sessions = ChatSession.__table__
+state_meta = StateMeta.__table__
+
+PLACEHOLDER_SOURCE = "unknown"
+
+# Keywords create_session/ensure_session accept besides id and source: v11's five plus the
+# newer columns a caller may know at creation time.
+CREATE_FIELDS = frozenset({
+    "model", "model_config", "system_prompt", "user_id", "parent_session_id",
+    "cwd", "git_branch", "git_repo_root", "profile_name", "origin_json",
+    "billing_provider", "billing_base_url", "billing_mode",
+})
+# Documented get_session keys that only newer upstream stores have as columns; reported as None
+# when the live table lacks them, so callers see one shape.
+HANDOFF_KEYS = ("handoff_state", "handoff_platform", "handoff_error")
+_TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+                  "reasoning_tokens")
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def check_session_id(session_id: object) -> str:
+    """A valid id or a clear error: ``TypeError`` for a non-str, ``ValueError`` for ``""``."""
+    if not isinstance(session_id, str):
+        raise TypeError(f"a session id must be a str, not {type(session_id).__name__}")
+    if session_id == "":
+        raise ValueError("a session id must not be empty")
+    check_text("session id", session_id)
+    return session_id
+
+
+def check_text(what: str, value: str | None) -> None:
+    """SQLite stores UTF-8; a lone surrogate cannot be encoded, so it is refused up front."""
+    if value is None:
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(f"{what} contains a lone surrogate at position {err.start}; "
+                         "it cannot be stored as text") from None
+
+
+def dump_json(value: Any) -> str:
+    """JSON text: non-ASCII kept as is, unless it holds lone surrogates (then escaped, losslessly)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"value is not JSON-serialisable: {err}") from None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(value, ensure_ascii=True)
+    return text
+
+
+def prepare_create_fields(session_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate create/ensure keywords and serialise them (before any transaction starts)."""
+    unknown = sorted(set(fields) - CREATE_FIELDS)
+    if unknown:
+        raise TypeError(f"create_session() got unexpected keyword argument(s): {', '.join(unknown)}")
+    values: dict[str, Any] = {}
+    for name, value in fields.items():
+        if name == "model_config":
+            value = (value if isinstance(value, str) else dump_json(value)) if value else None
+        elif value is not None and not isinstance(value, str):
+            raise TypeError(f"{name} must be a str or None, not {type(value).__name__}")
+        check_text(name, value)
+        if value is not None:
+            values[name] = value
+    if values.get("parent_session_id") == session_id:
+        raise ValueError(f"session {session_id!r} cannot be its own parent")
+    return values
+
+
+# --------------------------------------------------------------------------- create / read
+
+
+def create_or_fill(conn: Connection, session_id: str, source: str, values: Mapping[str, Any],
+                   now: float) -> str:
+    """Insert the session, or fill the NULL columns of an existing one (never overwriting).
+
+    ``source`` replaces only the placeholder ``'unknown'``; ``started_at`` never changes. An
+    unknown ``parent_session_id`` fails with ``IntegrityError`` and writes nothing.
+    """
+    stmt = sqlite_insert(sessions).values(id=session_id, source=source, started_at=now, **values)
+    fill = {name: func.coalesce(sessions.c[name], stmt.excluded[name]) for name in values}
+    fill["source"] = case((sessions.c.source == PLACEHOLDER_SOURCE, stmt.excluded.source),
+                          else_=sessions.c.source)
+    conn.execute(stmt.on_conflict_do_update(index_elements=[sessions.c.id], set_=fill))
+    return session_id
+
+
+def exists(conn: Connection, session_id: str) -> bool:
+    return conn.execute(select(sessions.c.id).where(sessions.c.id == session_id)).first() is not None
+
+
+def get_session(conn: Connection, session_id: str) -> dict[str, Any] | None:
+    """Every column of the live table (adopted stores may have more than the model)."""
+    row = conn.execute(select(literal_column("*")).select_from(sessions)
+                       .where(sessions.c.id == session_id)).mappings().first()
+    return full_row(row) if row is not None else None
+
+
+def full_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    item = dict(row)
+    for key in HANDOFF_KEYS:
+        item.setdefault(key, None)
+    return item
+
+
+def _prefix_upper(prefix: str) -> str | None:
+    """The smallest string greater than every string starting with ``prefix`` (for a range)."""
+    last = ord(prefix[-1])
+    if last >= 0x10FFFF or 0xD7FF <= last <= 0xDFFF:
+        return None
+    return prefix[:-1] + chr(last + 1)
+
+
+def ids_with_prefix(conn: Connection, prefix: str, limit: int | None = None) -> list[str]:
+    """Ids starting with ``prefix``, case-sensitively, with LIKE wildcards taken literally."""
+    query = select(sessions.c.id).where(
+        sessions.c.id >= prefix,
+        func.substr(sessions.c.id, 1, len(prefix)) == prefix,
+    ).order_by(sessions.c.id)
+    upper = _prefix_upper(prefix)
+    if upper is not None:
+        query = query.where(sessions.c.id < upper)
+    if limit is not None:
+        query = query.limit(limit)
+    return list(conn.execute(query).scalars())
+
+
+def resolve_session_id(conn: Connection, ref: str) -> str | None:
+    """An exact id wins; else the one id starting with ``ref``; none or several → None."""
+    ref = ref.strip()
+    if not ref:
+        return None
+    if exists(conn, ref):
+        return ref
+    found = ids_with_prefix(conn, ref, limit=2)
+    return found[0] if len(found) == 1 else None
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+def end_session(conn: Connection, session_id: str, end_reason: str, now: float) -> bool:
+    """The first end wins: time and reason are set only while ``ended_at`` is NULL."""
+    result = conn.execute(update(sessions)
+                          .where(sessions.c.id == session_id, sessions.c.ended_at.is_(None))
+                          .values(ended_at=now, end_reason=end_reason))
+    return result.rowcount > 0
+
+
+def reopen_session(conn: Connection, session_id: str) -> bool:
+    result = conn.execute(update(sessions)
+                          .where(sessions.c.id == session_id, sessions.c.ended_at.is_not(None))
+                          .values(ended_at=None, end_reason=None))
+    return result.rowcount > 0
+
+
+def update_system_prompt(conn: Connection, session_id: str, system_prompt: str | None) -> bool:
+    result = conn.execute(update(sessions).where(sessions.c.id == session_id)
+                          .values(system_prompt=system_prompt))
+    return result.rowcount > 0
+
+
+def update_token_counts(conn: Connection, session_id: str, *, now: float, absolute: bool = False,
+                        model: str | None = None, tokens: Mapping[str, int] | None = None,
+                        estimated_cost_usd: float | None = None,
+                        actual_cost_usd: float | None = None,
+                        replace: Mapping[str, str | None] | None = None,
+                        first_wins: Mapping[str, str | None] | None = None,
+                        api_call_count: int | None = None) -> None:
+    """Add (or, with ``absolute``, set) usage figures; a missing row is created first.
+
+    ``tokens`` maps the five token counters to values; ``replace`` holds cost_status,
+    cost_source and pricing_version (replaced when not None); ``first_wins`` the billing
+    columns (set only while NULL). The table in sessiondb-api.md §4 is the specification.
+    """
+    conn.execute(sqlite_insert(sessions)
+                 .values(id=session_id, source=PLACEHOLDER_SOURCE, model=model, started_at=now)
+                 .on_conflict_do_nothing(index_elements=[sessions.c.id]))
+    c = sessions.c
+    values: dict[str, Any] = {}
+    for name in _TOKEN_COLUMNS:
+        amount = int((tokens or {}).get(name) or 0)
+        values[name] = amount if absolute else func.coalesce(c[name], 0) + amount
+    if absolute:
+        if estimated_cost_usd is not None:
+            values["estimated_cost_usd"] = estimated_cost_usd
+        if actual_cost_usd is not None:
+            values["actual_cost_usd"] = actual_cost_usd
+        if api_call_count is not None:
+            values["api_call_count"] = api_call_count
+    else:
+        values["estimated_cost_usd"] = (func.coalesce(c.estimated_cost_usd, 0.0)
+                                        + (estimated_cost_usd or 0.0))
+        if actual_cost_usd is not None:
+            values["actual_cost_usd"] = func.coalesce(c.actual_cost_usd, 0.0) + actual_cost_usd
+        values["api_call_count"] = func.coalesce(c.api_call_count, 0) + (api_call_count or 0)
+    for name, value in (replace or {}).items():
+        if value is not None:
+            values[name] = value
+    for name, value in {**(first_wins or {}), "model": model}.items():
+        if value is not None:
+            values[name] = func.coalesce(c[name], value)
+    conn.execute(update(sessions).where(c.id == session_id).values(**values))
+
+
+def check_finite(what: str, value: float | None) -> None:
+    if value is not None and not math.isfinite(value):
+        raise ValueError(f"{what} must be a finite number, not {value!r}")
+
+
+# --------------------------------------------------------------------------- titles
+
+
+def title_holder(conn: Connection, title: str) -> str | None:
+    return conn.execute(select(sessions.c.id).where(sessions.c.title == title)).scalar()
+
+
+def set_title(conn: Connection, session_id: str, title: str | None) -> bool:
+    """Write an already-cleaned title; False for an unknown session, ValueError on a clash."""
+    if not exists(conn, session_id):
+        return False
+    if title is not None:
+        holder = title_holder(conn, title)
+        if holder is not None and holder != session_id:
+            raise ValueError(f"Title '{title}' is already in use by session {holder}")
+    try:
+        with conn.begin_nested():
+            conn.execute(update(sessions).where(sessions.c.id == session_id).values(title=title))
+    except exc.IntegrityError:
+        # Another writer took the title between our check and our write (unique index).
+        holder = title_holder(conn, title) if title is not None else None
+        raise ValueError(f"Title '{title}' is already in use by session {holder}") from None
+    return True
+
+
+def get_title(conn: Connection, session_id: str) -> str | None:
+    return conn.execute(select(sessions.c.title).where(sessions.c.id == session_id)).scalar()
+
+
+def session_by_title(conn: Connection, title: str) -> dict[str, Any] | None:
+    session_id = title_holder(conn, title)
+    return get_session(conn, session_id) if session_id is not None else None
+
+
+def lineage_titles(conn: Connection, base: str) -> list[tuple[str, str, float | None]]:
+    """``(id, title, started_at)`` of the base title and the titles starting ``<base> #``."""
+    prefix = titles.variant_prefix(base)
+    rows = conn.execute(select(sessions.c.id, sessions.c.title, sessions.c.started_at).where(
+        (sessions.c.title == base)
+        | ((sessions.c.title >= prefix) & (sessions.c.title < base + " $")
+           & (func.substr(sessions.c.title, 1, len(prefix)) == prefix))))
+    return [(r.id, r.title, r.started_at) for r in rows]
+
+
+def resolve_by_title(conn: Connection, title: str) -> str | None:
+    """The newest numbered variant ``<title> #N`` (ties → larger N), else the exact title."""
+    rows = lineage_titles(conn, title)
+    variants = [(started or 0.0, n, sid) for sid, t, started in rows
+                if (n := titles.variant_number(t, title)) is not None]
+    if variants:
+        return max(variants)[2]
+    exact = [sid for sid, t, _ in rows if t == title]
+    return exact[0] if exact else None
+
+
+def next_title_in_lineage(conn: Connection, base_title: str) -> str:
+    base, _ = titles.split_numbered(base_title)
+    return titles.next_title(base_title, (t for _, t, _ in lineage_titles(conn, base)))
+
+
+# --------------------------------------------------------------------------- counts and meta
+
+
+def session_count(conn: Connection, source: str | None = None) -> int:
+    query = select(func.count()).select_from(sessions)
+    if source is not None:
+        query = query.where(sessions.c.source == source)
+    return int(conn.execute(query).scalar() or 0)
+
+
+def get_meta(conn: Connection, key: str) -> str | None:
+    return conn.execute(select(state_meta.c.value).where(state_meta.c.key == key)).scalar()
+
+
+def set_meta(conn: Connection, key: str, value: object) -> None:
+    text = None if value is None else str(value)
+    stmt = sqlite_insert(state_meta).values(key=key, value=text)
+    conn.execute(stmt.on_conflict_do_update(index_elements=[state_meta.c.key],
+                                            set_={"value": stmt.excluded.value}))
