@@ -35,7 +35,14 @@ from sqlalchemy import Connection, Engine, create_engine, event, exc
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
 
-from .errors import StoreBusyError, StoreDamagedError, StoreFullError, StoreNotFoundError
+from .errors import (
+    HermesStoreError,
+    StoreBusyError,
+    StoreDamagedError,
+    StoreFullError,
+    StoreNotFoundError,
+    StoreReplacedError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +117,8 @@ def unwrap(err: BaseException) -> BaseException:
     those back, and turn a few conditions into our own (still ``sqlite3``-derived) types.
     """
     inner = _sqlite_error(err)
+    if isinstance(inner, HermesStoreError):
+        return inner  # already translated by the connect hook: wrapping again repeats the advice
     if is_full_error(inner):
         return StoreFullError(f"the database or disk is full; the write was rolled back ({inner})")
     text = str(inner).lower()
@@ -187,6 +196,7 @@ def _install_transaction_control(engine: Engine) -> None:
 def _make_engine(path: str, readonly: bool) -> Engine:
     # A small pool: reusing connections keeps the WAL open between writes (closing the last
     # connection checkpoints and deletes it, which is slow and races other processes' sidecars).
+    identity = _identity(path)
     engine = create_engine(
         f"sqlite+pysqlite:///{path}",
         creator=_connect_factory(path, readonly),
@@ -195,8 +205,34 @@ def _make_engine(path: str, readonly: bool) -> Engine:
         max_overflow=8,
     )
     _install_transaction_control(engine)
-    engine.info = {"path": path, "readonly": readonly}  # type: ignore[attr-defined]
+    engine.info = {"path": path, "readonly": readonly,  # type: ignore[attr-defined]
+                   "identity": identity}
     return engine
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _check_same_file(engine: Engine) -> None:
+    """Refuse to write when the path no longer names the file our connections have open.
+
+    In WAL mode SQLite keeps committing into a deleted or replaced file without a word (only
+    rollback journals report SQLITE_READONLY_DBMOVED), so every later write would be lost while
+    the caller is told it succeeded.
+    """
+    expected = engine.info.get("identity")  # type: ignore[attr-defined]
+    if expected is None:
+        return
+    path = engine_path(engine)
+    if _identity(path) != expected:
+        raise StoreReplacedError(
+            f"{path} was deleted or replaced while this process had it open; nothing was "
+            "written. Restart the process so that it opens the current file.")
 
 
 def open_engine(path: str | os.PathLike[str], *, readonly: bool = False) -> Engine:
@@ -256,6 +292,7 @@ def run_write(engine: Engine, fn: Callable[[Connection], T], *, budget: float = 
                 with engine.connect() as conn:
                     conn = conn.execution_options(hermes_begin="IMMEDIATE")
                     with conn.begin():
+                        _check_same_file(engine)
                         result = fn(conn)
             break
         except Exception as err:  # noqa: BLE001 - classified below

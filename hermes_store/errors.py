@@ -110,3 +110,10 @@ class OutputExistsError(HermesStoreError, FileExistsError):
     def __init__(self, path: str):
         super().__init__(f"{path} already exists (use --force to overwrite)")
         self.path = path
+
+
+class StoreReplacedError(HermesStoreError, sqlite3.OperationalError):
+    """The store's file was deleted or replaced under an open process; the write was refused."""
+
+    exit_code = 1
+    code = "replaced"

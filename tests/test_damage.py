@@ -1,0 +1,194 @@
+"""Damaged stores, at the library level: derived damage is repaired (by ``upgrade`` or
+``repair``), anything else refuses to open with an error naming the command to run, and a store
+that cannot persist never pretends it did. (The CLI side is tests/test_cli_repair.py.)"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import random
+import shutil
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from sqlalchemy import event
+
+import reliability_workers as rw
+from hermes_store import engine as eng
+from hermes_store import migrate
+from hermes_store.errors import StoreDamagedError, StoreReplacedError
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SHADOW_SUFFIXES = ("_data", "_idx", "_content", "_docsize", "_config")
+
+
+def _schema(path: Path) -> dict[str, str]:
+    con = sqlite3.connect(path)
+    try:
+        return {r[0]: r[1] for r in con.execute("SELECT name, type FROM sqlite_master")}
+    finally:
+        con.close()
+
+
+def _fts_tables(path: Path) -> list[str]:
+    con = sqlite3.connect(path)
+    try:
+        return [r[0] for r in con.execute(
+            "SELECT name FROM sqlite_master WHERE sql LIKE 'CREATE VIRTUAL TABLE%fts5%'")]
+    finally:
+        con.close()
+
+
+def _fts_integrity_errors(path: Path) -> dict[str, str]:
+    errors = {}
+    con = sqlite3.connect(path)
+    try:
+        for table in _fts_tables(path):
+            try:
+                con.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
+            except sqlite3.DatabaseError as err:
+                errors[table] = str(err)
+    finally:
+        con.close()
+    return errors
+
+
+@pytest.fixture
+def loaded_store(tmp_path: Path) -> Path:
+    """A store at head holding the v11 fixture's 16 sessions and 358 messages."""
+    path = tmp_path / "loaded.db"
+    with gzip.open(FIXTURES / "state-v11.db.gz", "rb") as src, open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    migrate.upgrade(path)
+    eng.dispose_all()  # closing the last connection folds the WAL into the file
+    return path
+
+
+# --------------------------------------------------------------------------- refusing to open
+
+
+def _garbage(path: Path) -> None:
+    path.write_bytes(random.Random(7).randbytes(64 * 1024))
+
+
+def _text(path: Path) -> None:
+    path.write_text("[session]\nid = 20260802_120000_fff666\n" * 500)
+
+
+def _header_wiped(path: Path) -> None:
+    # What an OOM kill mid-write did upstream: page 1 gone, everything after it intact.
+    with open(path, "r+b") as f:
+        f.write(b"\0" * 4096)
+
+
+def _truncated(path: Path) -> None:
+    size = path.stat().st_size
+    with open(path, "r+b") as f:
+        f.truncate(size // 2 // 4096 * 4096)
+
+
+@pytest.mark.parametrize("damage", [_garbage, _text, _header_wiped, _truncated],
+                         ids=["garbage", "text-file", "header-wiped", "truncated"])
+def test_a_file_that_is_not_a_usable_store_refuses_to_open_and_names_the_command(
+        loaded_store: Path, damage: Callable[[Path], None]) -> None:
+    damage(loaded_store)
+    before = loaded_store.read_bytes()
+
+    with pytest.raises(StoreDamagedError) as info:
+        migrate.upgrade(loaded_store)
+
+    message = str(info.value)
+    assert "hermes-store repair" in message and "hermes-store recover" in message
+    assert message.count("hermes-store recover") == 1  # the advice is given once
+    assert isinstance(info.value, sqlite3.DatabaseError)  # what v11 callers catch
+    assert info.value.exit_code == 7
+    # Fail closed: nothing was initialised over the file, not a byte changed.
+    assert loaded_store.read_bytes() == before
+
+
+def test_a_readonly_open_of_a_garbage_file_reports_damage_not_an_empty_store(
+        tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    _garbage(path)
+    with pytest.raises(StoreDamagedError, match="hermes-store repair"):
+        migrate.status(path)
+
+
+# --------------------------------------------------------------------------- derived damage
+
+
+def test_orphan_fts_shadow_tables_are_dropped_by_upgrade(legacy_db) -> None:
+    # An interrupted DROP of the trigram index left its shadow tables behind; re-creating the
+    # index used to fail forever with "table messages_fts_trigram_data already exists".
+    path = legacy_db(6)
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE messages_fts_trigram_data(id INTEGER PRIMARY KEY, block BLOB)")
+    con.execute("CREATE TABLE messages_fts_trigram_idx(segid, term, pgno, PRIMARY KEY(segid, term))")
+    con.execute("CREATE TABLE messages_fts_trigram_config(k PRIMARY KEY, v)")
+    con.execute("INSERT INTO messages_fts_trigram_data VALUES (1, x'00')")
+    con.commit()
+    con.close()
+
+    assert migrate.upgrade(path).state == "up-to-date"
+
+    schema = _schema(path)
+    fts = set(_fts_tables(path))
+    orphans = [name for name in schema for suffix in SHADOW_SUFFIXES
+               if name.endswith(suffix) and name[: -len(suffix)] not in fts
+               and name[: -len(suffix)].startswith("messages_fts")]
+    assert orphans == []
+    assert _fts_integrity_errors(path) == {}
+
+
+# --------------------------------------------------------------------------- never pretend
+
+
+def test_a_store_deleted_under_a_running_writer_refuses_the_write(loaded_store: Path) -> None:
+    engine = eng.open_engine(loaded_store)
+    rw.create_session(engine, "live", "cli")
+    rw.append(engine, "live", "saved")
+    os.unlink(loaded_store)  # SQLite in WAL mode would keep "committing" into the unlinked inode
+
+    with pytest.raises(StoreReplacedError, match="deleted or replaced") as info:
+        rw.append(engine, "live", "would be lost")
+    assert isinstance(info.value, sqlite3.OperationalError)
+
+
+def test_a_store_replaced_under_a_running_writer_refuses_the_write(loaded_store: Path,
+                                                                   tmp_path: Path) -> None:
+    engine = eng.open_engine(loaded_store)
+    rw.create_session(engine, "live", "cli")
+    replacement = tmp_path / "restored.db"
+    shutil.copy(loaded_store, replacement)
+    os.replace(replacement, loaded_store)  # e.g. a backup restored over the live file
+
+    with pytest.raises(StoreReplacedError):
+        rw.append(engine, "live", "would go to the old inode")
+    eng.dispose_all()
+    con = sqlite3.connect(loaded_store)
+    try:
+        assert con.execute("SELECT count(*) FROM messages WHERE content = 'would go to the old "
+                           "inode'").fetchone()[0] == 0
+    finally:
+        con.close()
+
+
+def test_a_store_that_became_read_only_raises_on_append_and_keeps_no_row(
+        loaded_store: Path) -> None:
+    engine = eng.open_engine(loaded_store)
+    rw.create_session(engine, "live", "cli")
+    engine.dispose()
+    # Root ignores file modes, so the "read-only medium" is simulated on the connection.
+    event.listen(engine, "connect", lambda dbapi, _rec: dbapi.execute("PRAGMA query_only=ON"))
+
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        rw.append(engine, "live", "not saved")
+    eng.dispose_all()
+    con = sqlite3.connect(loaded_store)
+    try:
+        assert con.execute("SELECT count(*), (SELECT message_count FROM sessions WHERE id = 'live')"
+                           " FROM messages WHERE session_id = 'live'").fetchone() == (0, 0)
+    finally:
+        con.close()
