@@ -1,0 +1,226 @@
+"""Streaming reads for exports: every live column, page by page, one bad cell never aborting.
+
+Exports read through a caller-owned :class:`~sqlalchemy.Connection` with Core selects over the
+*reflected* ``sessions``/``messages`` tables, so the columns an adopted upstream store has and the
+models do not (``handoff_state``, ``chat_id``…) are carried too. Messages come in keyset pages of
+:data:`MESSAGE_PAGE` rows, so memory stays bounded however long a session is (lessons.md §9: a
+300k-message export must not load gigabytes). A cell SQLite cannot decode (bad UTF-8 in TEXT) is
+returned as its raw ``bytes`` instead of failing the row.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    Connection, LargeBinary, MetaData, Select, Table, and_, case, cast, exc, func, select,
+    type_coerce,
+)
+from sqlalchemy.types import NullType
+
+from hermes_store.fts import MULTIMODAL_PREFIX
+
+__all__ = [
+    "MESSAGE_PAGE", "SANE_MIN_EPOCH", "StoreReader", "content_text", "iso_utc", "sane_time",
+]
+
+MESSAGE_PAGE = 50
+#: Times before 2000 or more than a day ahead are garbage (lessons.md §7: a 5e+246 timestamp).
+SANE_MIN_EPOCH = 946684800.0
+_MAX_LINEAGE = 10_000
+
+
+def sane_time(value: Any) -> float | None:
+    """The value as an epoch if it is a plausible time, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    v = float(value)
+    if not math.isfinite(v) or v < SANE_MIN_EPOCH or v > time.time() + 86400:
+        return None
+    return v
+
+
+def iso_utc(value: Any, *, millis: bool = False) -> str | None:
+    """ISO 8601 UTC with ``Z`` for a sane epoch; None otherwise (callers show the raw value)."""
+    v = sane_time(value)
+    if v is None:
+        return None
+    dt = datetime.fromtimestamp(v, timezone.utc)
+    if millis:
+        return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def content_text(content: Any, image_text: str = "[image]") -> str:
+    """Plain text of a stored ``content``; multimodal parts reduced to text, images to a marker."""
+    import json
+
+    if content is None:
+        return ""
+    if isinstance(content, bytes):
+        return content.decode("utf-8", errors="replace")
+    if not isinstance(content, str):
+        return str(content)
+    if not content.startswith(MULTIMODAL_PREFIX):
+        return content
+    try:
+        parts = json.loads(content[len(MULTIMODAL_PREFIX):])
+    except ValueError:
+        return content[len(MULTIMODAL_PREFIX):]
+    out: list[str] = []
+    for part in parts if isinstance(parts, list) else [parts]:
+        if isinstance(part, str):
+            out.append(part)
+        elif isinstance(part, dict):
+            kind = str(part.get("type", ""))
+            if "image" in kind:
+                out.append(image_text)
+            elif isinstance(part.get("text"), str):
+                out.append(part["text"])
+    return "\n".join(out)
+
+
+@dataclass
+class StoreReader:
+    """The reflected tables of one store, read through the caller's connection."""
+
+    conn: Connection
+    sessions: Table
+    messages: Table
+    system_prompts: Table | None = None
+
+    @classmethod
+    def reflect(cls, conn: Connection) -> StoreReader:
+        md = MetaData()
+        names = set(conn.dialect.get_table_names(conn))
+        md.reflect(conn, only=[n for n in ("sessions", "messages", "system_prompts") if n in names])
+        prompts = md.tables.get("system_prompts")
+        if prompts is not None and not {"hash", "prompt"} <= set(prompts.c.keys()):
+            prompts = None
+        return cls(conn, md.tables["sessions"], md.tables["messages"], prompts)
+
+    # ---------------------------------------------------------------- sessions
+    def session_ids(self) -> list[str]:
+        """Every session id, oldest start first (parents before their continuations)."""
+        s = self.sessions.c
+        return list(self.conn.scalars(select(s.id).order_by(s.started_at, s.id)))
+
+    def existing_ids(self, ids: list[str]) -> list[str]:
+        s = self.sessions.c
+        found: set[str] = set()
+        for i in range(0, len(ids), 500):
+            found.update(self.conn.scalars(select(s.id).where(s.id.in_(ids[i:i + 500]))))
+        return [i for i in ids if i in found]
+
+    def session(self, session_id: str) -> dict[str, Any] | None:
+        """All live columns of one session; ``system_prompt`` resolved through its hash table."""
+        t = self.sessions
+        rows = self._rows(t, t.c.id == session_id, t.c.id, limit=None)
+        if not rows:
+            return None
+        row = rows[0]
+        if (row.get("system_prompt") is None and self.system_prompts is not None
+                and row.get("system_prompt_hash")):
+            p = self.system_prompts.c
+            row["system_prompt"] = self.conn.scalar(
+                select(p.prompt).where(p.hash == row["system_prompt_hash"]))
+        return row
+
+    def message_stats(self, session_id: str) -> tuple[int, float | None]:
+        """(rows in the store, newest message time) for one session."""
+        m = self.messages.c
+        count, newest = self.conn.execute(
+            select(func.count(), func.max(m.timestamp)).where(m.session_id == session_id)
+        ).one()
+        return int(count), newest
+
+    def lineage_ids(self, session_id: str) -> list[str]:
+        """Compression lineage root→tip through *session_id* (delegate/branch children excluded)."""
+        s = self.sessions.c
+        chain = [session_id]
+        seen = {session_id}
+        current = session_id
+        while len(chain) < _MAX_LINEAGE:
+            parent = self.conn.scalar(select(s.parent_session_id).where(s.id == current))
+            if not parent or parent in seen:
+                break
+            if self.conn.scalar(select(s.end_reason).where(s.id == parent)) != "compression":
+                break
+            chain.insert(0, parent)
+            seen.add(parent)
+            current = parent
+        current = session_id
+        while len(chain) < _MAX_LINEAGE:
+            if self.conn.scalar(select(s.end_reason).where(s.id == current)) != "compression":
+                break
+            child = self.conn.scalar(
+                select(s.id).where(s.parent_session_id == current)
+                .order_by(s.started_at, s.id).limit(1)
+            )
+            if not child or child in seen:
+                break
+            chain.append(child)
+            seen.add(child)
+            current = child
+        return chain
+
+    # ---------------------------------------------------------------- messages
+    def iter_messages(self, session_id: str, page: int = MESSAGE_PAGE) -> Iterator[dict[str, Any]]:
+        """Every row of the session (inactive and compacted included), in id order, page by page."""
+        m = self.messages
+        last: Any = None
+        while True:
+            cond = m.c.session_id == session_id
+            if last is not None:
+                cond = and_(cond, m.c.id > last)
+            rows = self._rows(m, cond, m.c.id, limit=page)
+            if not rows:
+                return
+            yield from rows
+            last = rows[-1]["id"]
+            if len(rows) < page:
+                return
+
+    # ---------------------------------------------------------------- tolerant fetch
+    def _rows(self, table: Table, cond: Any, key: Any, limit: int | None) -> list[dict[str, Any]]:
+        query: Select[Any] = select(table).where(cond).order_by(key)
+        if limit is not None:
+            query = query.limit(limit)
+        try:
+            return [dict(r) for r in self.conn.execute(query).mappings()]
+        except exc.OperationalError as err:
+            if "decode" not in str(err).lower():
+                raise
+        # Some cell is not valid UTF-8: fetch the keys, then each row, degrading only bad cells.
+        key_query = select(key).where(cond).order_by(key)
+        if limit is not None:
+            key_query = key_query.limit(limit)
+        out = []
+        for k in list(self.conn.scalars(key_query)):
+            try:
+                row = self.conn.execute(select(table).where(key == k)).mappings().one()
+                out.append(dict(row))
+            except exc.OperationalError:
+                out.append(self._raw_row(table, key, k))
+        return out
+
+    def _raw_row(self, table: Table, key: Any, k: Any) -> dict[str, Any]:
+        cols = [
+            type_coerce(
+                case((func.typeof(c) == "text", cast(c, LargeBinary)), else_=c), NullType()
+            ).label(c.name)
+            for c in table.c
+        ]
+        row = dict(self.conn.execute(select(*cols).where(key == k)).mappings().one())
+        for name, value in row.items():
+            if isinstance(value, bytes) and not isinstance(table.c[name].type, LargeBinary):
+                try:
+                    row[name] = value.decode("utf-8")
+                except UnicodeDecodeError:
+                    pass  # stays bytes: the raw value, rendered as such by each format
+        return row

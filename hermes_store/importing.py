@@ -1,0 +1,513 @@
+"""The database side of ``import`` (cli-and-formats.md §5): our jsonl, Claude Code and Codex logs.
+
+Parsing is :mod:`hermes_store.importers`' job; this module decides and writes.
+
+* **jsonl** (our §4.1 backup format, and ``hermes sessions export``): each line is its own
+  transaction, so one bad line never costs the others. An existing id is skipped and counted
+  (``replace`` overwrites it), live state (routing keys, leases, ``last_read_at``) is reset,
+  message ids are kept when free so a round trip is exact, and parent links are restored after
+  the whole file is in, detached when the parent is missing or would close a cycle.
+* **claude / codex**: one transaction per file through :func:`engine.run_write`. Identity is
+  (tool, foreign session id) recorded in ``sessions.origin_json.imported_from`` with the file's
+  SHA-256: unchanged → "already imported" and nothing written; grown by appending → only the new
+  messages are added; otherwise changed → skipped with a note unless ``replace``.
+
+Counters (``message_count``, ``tool_call_count``) change in the same transaction as the rows, and
+:func:`hermes_store.cjk.sync_messages` runs for every inserted message inside it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    Connection, Engine, MetaData, Table, column, delete, func, insert, select, table, update,
+)
+
+from hermes_store import cjk
+from hermes_store.engine import APPEND_BUDGET_S, reading, run_write
+from hermes_store.errors import UsageError
+from hermes_store.fts import MULTIMODAL_PREFIX
+from hermes_store.importers import (
+    ImportedSession, ReadStats, detect_format, iter_json_lines, parse_claude, parse_codex,
+    sha256_prefix,
+)
+from hermes_store.models import ChatSession
+from hermes_store.titles import MAX_TITLE_LENGTH, sanitize_title
+
+__all__ = ["FileImportSummary", "ImportResult", "LIVE_STATE_COLUMNS", "import_paths"]
+
+#: Columns describing a live process (routing, leases, read markers): meaningless in another store.
+LIVE_STATE_COLUMNS = frozenset({
+    "session_key", "thread_id", "last_read_at", "handoff_state", "handoff_platform",
+    "handoff_error", "expiry_finalized", "lease_owner", "lease_expires_at", "lease_token",
+    "compression_failure_cooldown_until",
+})
+_RECORD_KEYS = frozenset({"messages", "attachments", "timings", "_export"})
+_BATCH = 500
+_SEQUENCE = table("sqlite_sequence", column("name"), column("seq"))
+SESSIONS = ChatSession.__table__
+
+Progress = Callable[[str, "FileImportSummary"], None]
+
+
+@dataclass
+class FileImportSummary:
+    """What happened to one file.
+
+    ``status``: imported, appended, replaced, already_imported, skipped (changed, or every
+    session already present), empty, failed, or with ``dry_run`` the same words the real run
+    would produce.
+    """
+
+    path: str
+    format: str | None = None
+    status: str = "failed"
+    session_ids: list[str] = field(default_factory=list)
+    sessions_imported: int = 0
+    sessions_skipped: int = 0
+    sessions_failed: int = 0
+    messages_imported: int = 0
+    malformed_lines: int = 0
+    dropped_wrappers: int = 0
+    parents_detached: int = 0
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class ImportResult:
+    files: list[FileImportSummary] = field(default_factory=list)
+    dry_run: bool = False
+
+    def _sum(self, name: str) -> int:
+        return sum(getattr(f, name) for f in self.files)
+
+    @property
+    def sessions_imported(self) -> int:
+        return self._sum("sessions_imported")
+
+    @property
+    def sessions_skipped(self) -> int:
+        return self._sum("sessions_skipped")
+
+    @property
+    def messages_imported(self) -> int:
+        return self._sum("messages_imported")
+
+    @property
+    def malformed_lines(self) -> int:
+        return self._sum("malformed_lines")
+
+    @property
+    def dropped_wrappers(self) -> int:
+        return self._sum("dropped_wrappers")
+
+    @property
+    def failed(self) -> list[FileImportSummary]:
+        return [f for f in self.files if f.status == "failed" or f.sessions_failed]
+
+    @property
+    def exit_code(self) -> int:
+        """0, or 8 (partial success) when some file or line failed."""
+        return 8 if self.failed else 0
+
+
+def import_paths(engine: Engine, paths: Iterable[str | os.PathLike[str]], *,
+                 kind: str | None = None, replace: bool = False, dry_run: bool = False,
+                 progress: Progress | None = None) -> ImportResult:
+    """Import each file (format *kind*, else detected); one file's failure never stops the batch."""
+    if kind not in (None, "jsonl", "claude", "codex"):
+        raise UsageError(f"--from {kind!r}: use claude, codex or jsonl")
+    result = ImportResult(dry_run=dry_run)
+    for raw in paths:
+        path = Path(raw)
+        summary = FileImportSummary(path=str(path))
+        try:
+            fmt = kind or detect_format(path)
+            summary.format = fmt
+            if not path.is_file():
+                summary.error = "no such file"
+            elif fmt is None:
+                summary.error = "cannot tell the format of this file; use --from claude|codex|jsonl"
+            elif fmt == "jsonl":
+                _import_jsonl(engine, path, summary, replace=replace, dry_run=dry_run)
+            else:
+                _import_foreign(engine, path, fmt, summary, replace=replace, dry_run=dry_run)
+        except Exception as err:  # noqa: BLE001 - isolate per file, reported in the summary
+            summary.status, summary.error = "failed", f"{type(err).__name__}: {err}"
+        if summary.error and summary.status != "failed":
+            summary.status = "failed"
+        result.files.append(summary)
+        if progress is not None:
+            progress(str(path), summary)
+    return result
+
+
+# --------------------------------------------------------------------------- shared writes
+
+def _reflect(conn: Connection) -> tuple[Table, Table]:
+    md = MetaData()
+    md.reflect(conn, only=["sessions", "messages"])
+    return md.tables["sessions"], md.tables["messages"]
+
+
+def _next_message_id(conn: Connection, messages: Table) -> int:
+    # AUTOINCREMENT never reuses an id, even a deleted one: stay above sqlite_sequence too.
+    top = conn.scalar(select(func.max(messages.c.id))) or 0
+    seq = conn.scalar(select(_SEQUENCE.c.seq).where(_SEQUENCE.c.name == "messages")) or 0
+    return max(int(top), int(seq)) + 1
+
+
+def _free_ids(conn: Connection, messages: Table, ids: Sequence[int]) -> bool:
+    for i in range(0, len(ids), _BATCH):
+        if conn.scalar(select(func.count()).where(messages.c.id.in_(ids[i:i + _BATCH]))):
+            return False
+    return True
+
+
+def _insert_messages(conn: Connection, messages: Table, rows: list[dict[str, Any]],
+                     keep_ids: bool) -> list[int]:
+    """Insert rows with explicit ids (kept when all are free, else fresh and in order)."""
+    if not rows:
+        return []
+    given = [r.get("id") for r in rows]
+    if not (keep_ids and all(isinstance(i, int) and not isinstance(i, bool) for i in given)
+            and len(set(given)) == len(given) and _free_ids(conn, messages, given)):  # type: ignore[arg-type]
+        start = _next_message_id(conn, messages)
+        for n, r in enumerate(rows):
+            r["id"] = start + n
+    # executemany needs one key set per statement: group rows by their keys, ids fix the order.
+    groups: dict[frozenset[str], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(frozenset(r), []).append(r)
+    for group in groups.values():
+        for i in range(0, len(group), _BATCH):
+            conn.execute(insert(messages), group[i:i + _BATCH])
+    ids = [int(r["id"]) for r in rows]
+    for i in range(0, len(ids), _BATCH):
+        cjk.sync_messages(conn, ids[i:i + _BATCH])
+    return ids
+
+
+def _unique_title(conn: Connection, sessions: Table, title: Any, sid: str) -> Any:
+    """A title held by another session gets `` (2)``, `` (3)``… (titles are unique)."""
+    if not isinstance(title, str):
+        return title
+    try:
+        title = sanitize_title(title)
+    except ValueError:
+        title = title[:MAX_TITLE_LENGTH]
+    if title is None:
+        return None
+    candidate, n = title, 1
+    while conn.scalar(select(sessions.c.id).where(sessions.c.title == candidate,
+                                                  sessions.c.id != sid).limit(1)) is not None:
+        n += 1
+        suffix = f" ({n})"
+        candidate = title[:MAX_TITLE_LENGTH - len(suffix)] + suffix
+    return candidate
+
+
+# --------------------------------------------------------------------------- jsonl
+
+def _decode_cell(value: Any, *, content: bool = False) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"$b64"} and isinstance(value["$b64"], str):
+            return base64.b64decode(value["$b64"])
+        if set(value) == {"$float"}:
+            return float(value["$float"])
+    if isinstance(value, (dict, list)):
+        # `hermes sessions export` writes decoded JSON; store it the way the agent does.
+        text = json.dumps(value, ensure_ascii=False)
+        return MULTIMODAL_PREFIX + text if content else text
+    return value
+
+
+def _import_jsonl(engine: Engine, path: Path, summary: FileImportSummary, *, replace: bool,
+                  dry_run: bool) -> None:
+    stats = ReadStats()
+    with reading(engine) as conn:
+        sessions, messages = _reflect(conn)
+    dropped_cols: set[str] = set()
+    links: list[tuple[str, str]] = []
+    for lineno, record in iter_json_lines(path, stats):
+        sid = record.get("id")
+        if not isinstance(sid, str) or not sid or not isinstance(record.get("messages"), list):
+            summary.sessions_failed += 1
+            summary.notes.append(f"line {lineno}: not a session record (needs id and messages)")
+            continue
+        try:
+            if dry_run:
+                with reading(engine) as conn:
+                    exists = conn.scalar(select(sessions.c.id).where(sessions.c.id == sid))
+                outcome = "skipped" if exists and not replace else "imported"
+            else:
+                outcome = run_write(
+                    engine, lambda conn: _write_record(conn, sessions, messages, record, replace,
+                                                       dropped_cols),
+                    budget=APPEND_BUDGET_S, what=f"import {sid}")
+        except Exception as err:  # noqa: BLE001 - one line never costs the others
+            summary.sessions_failed += 1
+            summary.notes.append(f"line {lineno} ({sid}): {type(err).__name__}: {err}")
+            continue
+        if outcome == "skipped":
+            summary.sessions_skipped += 1
+            continue
+        summary.sessions_imported += 1
+        summary.session_ids.append(sid)
+        summary.messages_imported += len(record["messages"])
+        parent = record.get("parent_session_id")
+        if isinstance(parent, str) and parent:
+            links.append((sid, parent))
+    summary.malformed_lines = stats.malformed + stats.oversize
+    if links and not dry_run:
+        summary.parents_detached = run_write(
+            engine, lambda conn: _link_parents(conn, sessions, links), what="import parent links")
+    if dropped_cols:
+        summary.notes.append("columns this store does not have were left out: "
+                             + ", ".join(sorted(dropped_cols)))
+    if summary.parents_detached:
+        summary.notes.append(f"{summary.parents_detached} session(s) detached: parent missing "
+                             "or part of a cycle")
+    if stats.lines_read == 0:
+        summary.status = "empty"
+        summary.notes.append("empty file")
+    elif summary.sessions_imported:
+        summary.status = "imported"
+    elif summary.sessions_failed and not summary.sessions_skipped:
+        summary.status = "failed"
+        summary.error = "no line could be imported"
+    else:
+        summary.status = "skipped"
+
+
+def _write_record(conn: Connection, sessions: Table, messages: Table, record: dict[str, Any],
+                  replace: bool, dropped_cols: set[str]) -> str:
+    sid = record["id"]
+    exists = conn.scalar(select(sessions.c.id).where(sessions.c.id == sid)) is not None
+    if exists and not replace:
+        return "skipped"
+    row: dict[str, Any] = {}
+    for key, value in record.items():
+        if key in _RECORD_KEYS or key in LIVE_STATE_COLUMNS:
+            continue
+        if key not in sessions.c:
+            dropped_cols.add(f"sessions.{key}")
+            continue
+        row[key] = _decode_cell(value)
+    # Parents are linked once the whole file is in: a continuation may precede its parent.
+    row["parent_session_id"] = None
+    row["title"] = _unique_title(conn, sessions, row.get("title"), sid)
+    if exists:
+        conn.execute(delete(messages).where(messages.c.session_id == sid))
+        conn.execute(update(sessions).where(sessions.c.id == sid).values(
+            **{k: v for k, v in row.items() if k != "id"}))
+    else:
+        conn.execute(insert(sessions).values(**row))
+    rows = []
+    for msg in record["messages"]:
+        if not isinstance(msg, dict):
+            raise ValueError("a message is not an object")
+        out: dict[str, Any] = {}
+        for key, value in msg.items():
+            if key not in messages.c:
+                dropped_cols.add(f"messages.{key}")
+            elif key not in LIVE_STATE_COLUMNS:
+                out[key] = _decode_cell(value, content=key == "content")
+        out["session_id"] = sid
+        rows.append(out)
+    _insert_messages(conn, messages, rows, keep_ids=True)
+    return "replaced" if exists else "imported"
+
+
+def _link_parents(conn: Connection, sessions: Table, links: list[tuple[str, str]]) -> int:
+    detached = 0
+    for sid, parent in links:
+        seen = {sid}
+        current: str | None = parent
+        ok = conn.scalar(select(sessions.c.id).where(sessions.c.id == parent)) is not None
+        while ok and current is not None:
+            if current in seen:
+                ok = False
+                break
+            seen.add(current)
+            current = conn.scalar(select(sessions.c.parent_session_id)
+                                  .where(sessions.c.id == current))
+        if ok:
+            conn.execute(update(sessions).where(sessions.c.id == sid)
+                         .values(parent_session_id=parent))
+        else:
+            detached += 1
+    return detached
+
+
+# --------------------------------------------------------------------------- claude / codex
+
+def _provenance_of(origin: Any) -> dict[str, Any] | None:
+    try:
+        data = json.loads(origin) if isinstance(origin, str) else None
+    except ValueError:
+        return None
+    prov = data.get("imported_from") if isinstance(data, dict) else None
+    return prov if isinstance(prov, dict) else None
+
+
+def _find_imported(conn: Connection, parsed: ImportedSession) -> tuple[str, dict[str, Any]] | None:
+    """The session already imported from (tool, foreign id), with its provenance."""
+    s = SESSIONS.c
+    row = conn.execute(select(s.id, s.origin_json).where(s.id == parsed.native_id)).first()
+    prov = _provenance_of(row.origin_json) if row else None
+    if row and prov and prov.get("foreign_session_id") == parsed.foreign_session_id:
+        return row.id, prov
+    # The native id embeds the start time; look the key up by value in case that moved.
+    safe = func.iif(func.json_valid(s.origin_json), s.origin_json, "{}")
+    for sid, origin in conn.execute(
+        select(s.id, s.origin_json).where(
+            s.source == parsed.source,
+            func.json_extract(safe, "$.imported_from.foreign_session_id") == parsed.foreign_session_id,
+        )
+    ):
+        prov = _provenance_of(origin)
+        if prov and prov.get("tool") == parsed.tool:
+            return sid, prov
+    return None
+
+
+def _message_rows(parsed: ImportedSession, start: int = 0) -> list[dict[str, Any]]:
+    keys = ("role", "content", "tool_call_id", "tool_name", "timestamp", "reasoning",
+            "finish_reason", "active", "compacted")
+    out = []
+    for m in parsed.messages[start:]:
+        row = {k: m.get(k) for k in keys}
+        row["tool_calls"] = json.dumps(m["tool_calls"], ensure_ascii=False) if m.get("tool_calls") else None
+        out.append(row)
+    return out
+
+
+def _origin(parsed: ImportedSession) -> str:
+    prov = dict(parsed.provenance)
+    prov["messages_imported"] = len(parsed.messages)
+    prov["attachments"] = [{k: a[k] for k in ("sha256", "media_type", "size") if k in a}
+                           for a in parsed.attachments]
+    prov["notes"] = list(parsed.notes)
+    return json.dumps({"imported_from": prov}, ensure_ascii=False)
+
+
+def _session_values(parsed: ImportedSession) -> dict[str, Any]:
+    return {
+        "source": parsed.source, "cwd": parsed.cwd, "git_branch": parsed.git_branch,
+        "model": parsed.model, "system_prompt": parsed.system_prompt,
+        "started_at": parsed.started_at, "ended_at": parsed.ended_at,
+        "end_reason": parsed.end_reason, "input_tokens": parsed.input_tokens,
+        "output_tokens": parsed.output_tokens, "cache_read_tokens": parsed.cache_read_tokens,
+        "cache_write_tokens": parsed.cache_write_tokens, "reasoning_tokens": parsed.reasoning_tokens,
+        "origin_json": _origin(parsed),
+    }
+
+
+def _import_foreign(engine: Engine, path: Path, fmt: str, summary: FileImportSummary, *,
+                    replace: bool, dry_run: bool) -> None:
+    parsed = parse_claude(path) if fmt == "claude" else parse_codex(path)
+    summary.malformed_lines = parsed.malformed_lines + (parsed.lines_skipped - parsed.malformed_lines)
+    summary.dropped_wrappers = parsed.dropped_wrappers
+    summary.notes.extend(parsed.notes)
+    if parsed.empty:
+        summary.status = "empty"
+        return
+    if not parsed.native_id or parsed.started_at is None:
+        summary.error = "no session id or time found in the file"
+        return
+    with reading(engine) as conn:
+        found = _find_imported(conn, parsed)
+    plan = "insert"
+    if found is not None:
+        sid, prov = found
+        prev_n = int(prov.get("messages_imported") or 0)
+        prev_size = int(prov.get("file_size") or 0)
+        if prov.get("file_sha256") == parsed.file_sha256:
+            plan = "already_imported"
+        elif (parsed.file_size > prev_size and len(parsed.messages) >= prev_n
+              and sha256_prefix(path, prev_size) == prov.get("file_sha256")):
+            plan = "append"
+        elif replace:
+            plan = "replace"
+        else:
+            plan = "skip_changed"
+    target = found[0] if found else parsed.native_id
+    summary.session_ids = [target]
+    if plan == "already_imported":
+        summary.status, summary.sessions_skipped = "already_imported", 1
+        summary.notes.append("already imported")
+        return
+    if plan == "skip_changed":
+        summary.status, summary.sessions_skipped = "skipped", 1
+        summary.notes.append("the file changed since it was imported (not by appending); "
+                             "use --replace to rewrite that session")
+        return
+    expected = found[1].get("file_sha256") if found else None
+    if dry_run:
+        n = len(parsed.messages) - (int(found[1].get("messages_imported") or 0) if plan == "append" else 0)
+        summary.messages_imported = n
+    else:
+        summary.messages_imported = run_write(
+            engine, lambda conn: _write_foreign(conn, parsed, target, plan, expected),
+            budget=APPEND_BUDGET_S, what=f"import {path.name}")
+    summary.sessions_imported = 1
+    summary.status = {"insert": "imported", "append": "appended", "replace": "replaced"}[plan]
+
+
+def _write_foreign(conn: Connection, parsed: ImportedSession, sid: str, plan: str,
+                   expected_sha: str | None) -> int:
+    _, messages = _reflect(conn)
+    s = SESSIONS.c
+    values = _session_values(parsed)
+    if plan == "insert":
+        if conn.scalar(select(s.id).where(s.id == sid)) is not None:
+            raise ValueError(f"session {sid} already exists and was not imported from this log")
+        values["title"] = _unique_title(conn, SESSIONS, parsed.title, sid)
+        rows = _message_rows(parsed)
+        conn.execute(insert(SESSIONS).values(id=sid, message_count=len(rows),
+                                             tool_call_count=parsed.tool_call_count, **values))
+        _insert_messages(conn, messages, rows, keep_ids=False)
+        return len(rows)
+    current = _provenance_of(conn.scalar(select(s.origin_json).where(s.id == sid)))
+    if current is None or current.get("file_sha256") != expected_sha:
+        raise ValueError("the session changed while this file was being read; run the import again")
+    if plan == "replace":
+        conn.execute(delete(messages).where(messages.c.session_id == sid))
+        rows = _message_rows(parsed)
+        values["title"] = _unique_title(conn, SESSIONS, parsed.title, sid)
+        conn.execute(update(SESSIONS).where(s.id == sid).values(
+            message_count=len(rows), tool_call_count=parsed.tool_call_count, **values))
+        _insert_messages(conn, messages, rows, keep_ids=False)
+        return len(rows)
+    prev_n = int(current.get("messages_imported") or 0)
+    _refresh_flags(conn, messages, sid, parsed, prev_n)
+    rows = _message_rows(parsed, prev_n)
+    new_calls = sum(len(m.get("tool_calls") or ()) for m in parsed.messages[prev_n:])
+    conn.execute(update(SESSIONS).where(s.id == sid).values(
+        message_count=func.coalesce(s.message_count, 0) + len(rows),
+        tool_call_count=func.coalesce(s.tool_call_count, 0) + new_calls,
+        **{k: v for k, v in values.items() if k not in ("started_at", "system_prompt")},
+    ))
+    _insert_messages(conn, messages, rows, keep_ids=False)
+    return len(rows)
+
+
+def _refresh_flags(conn: Connection, messages: Table, sid: str, parsed: ImportedSession,
+                   prev_n: int) -> None:
+    """A compaction in the appended part retires earlier rows: carry their new flags over."""
+    m = messages.c
+    existing = conn.execute(select(m.id, m.active, m.compacted).where(m.session_id == sid)
+                            .order_by(m.id).limit(prev_n)).all()
+    for (mid, active, compacted), new in zip(existing, parsed.messages[:prev_n]):
+        if (active, compacted) != (new["active"], new["compacted"]):
+            conn.execute(update(messages).where(m.id == mid)
+                         .values(active=new["active"], compacted=new["compacted"]))
