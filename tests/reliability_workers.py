@@ -19,11 +19,9 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
+from hermes_store import SessionDB, messages
 from hermes_store import engine as eng
 
-INSERT_MESSAGE = text(
-    "INSERT INTO messages (session_id, role, content, timestamp) VALUES (:s, :r, :c, :t)")
-BUMP_COUNT = text("UPDATE sessions SET message_count = message_count + 1 WHERE id = :s")
 INSERT_SESSION = text(
     "INSERT INTO sessions (id, source, started_at) VALUES (:id, :source, :t) "
     "ON CONFLICT(id) DO NOTHING")
@@ -62,21 +60,16 @@ def wait_for_file(path: str | os.PathLike[str], timeout: float = 30.0) -> None:
 
 
 def create_session(engine: Any, session_id: str, source: str) -> None:
+    """Engine-level session row, for tests that work below the facade."""
     eng.run_write(engine, lambda c: c.execute(
         INSERT_SESSION, {"id": session_id, "source": source, "t": time.time()}),
         budget=eng.APPEND_BUDGET_S, what="create_session")
 
 
 def append_unit(session_id: str, content: str, role: str = "user") -> Callable[[Connection], int]:
-    """The message write as the facade does it: the row and its counter in one transaction."""
-
-    def unit(conn: Connection) -> int:
-        new_id = conn.execute(INSERT_MESSAGE, {"s": session_id, "r": role, "c": content,
-                                               "t": time.time()}).lastrowid
-        conn.execute(BUMP_COUNT, {"s": session_id})
-        return int(new_id)
-
-    return unit
+    """Exactly the unit ``SessionDB.append_message`` runs: row, counters and CJK index."""
+    prepared = messages.prepare_message(session_id, role, content=content, timestamp=time.time())
+    return lambda conn: messages.append(conn, prepared)
 
 
 def append(engine: Any, session_id: str, content: str) -> int:
@@ -100,14 +93,14 @@ def gateway_writer(path: str, name: str, count: int, report: str) -> None:
     """One long-lived engine appending to one session at a steady pace, like the gateway."""
 
     def body(result: dict[str, Any]) -> None:
-        engine = eng.open_engine(path)
-        session_id = f"gw-{name}"
-        create_session(engine, session_id, "telegram")
-        for i in range(count):
-            content = f"{name} turn {i} reply about kubernetes deploys"
-            append(engine, session_id, content)
-            result["written"].append(content)
-            time.sleep(random.uniform(0.0, 0.004))
+        with SessionDB(path) as db:
+            session_id = f"gw-{name}"
+            db.create_session(session_id, "telegram", model="m")
+            for i in range(count):
+                content = f"{name} turn {i} reply about kubernetes deploys"
+                db.append_message(session_id, "user" if i % 2 else "assistant", content)
+                result["written"].append(content)
+                time.sleep(random.uniform(0.0, 0.004))
 
     _guarded(report, body)
 
@@ -117,13 +110,14 @@ def cli_writer(path: str, name: str, bursts: int, per_burst: int, report: str) -
 
     def body(result: dict[str, Any]) -> None:
         for b in range(bursts):
-            engine = eng.open_engine(path)
-            session_id = f"cli-{name}-{b}"
-            create_session(engine, session_id, "cli")
-            for i in range(per_burst):
-                content = f"{name} burst {b} line {i} grep sqlite locking"
-                append(engine, session_id, content)
-                result["written"].append(content)
+            with SessionDB(path) as db:
+                session_id = f"cli-{name}-{b}"
+                db.create_session(session_id, "cli")
+                for i in range(per_burst):
+                    content = f"{name} burst {b} line {i} grep sqlite locking"
+                    db.append_message(session_id, "user", content)
+                    result["written"].append(content)
+                db.end_session(session_id, "user_exit")
             eng.dispose_all()  # the process "exits": its pool and WAL handles go
 
     _guarded(report, body)
@@ -133,41 +127,34 @@ def cron_writer(path: str, name: str, bursts: int, per_burst: int, report: str) 
     """Cron runs: a new session per run, a quick burst of appends, then a pause."""
 
     def body(result: dict[str, Any]) -> None:
-        engine = eng.open_engine(path)
-        for b in range(bursts):
-            session_id = f"cron_{name}_{b:04d}"
-            create_session(engine, session_id, "cron")
-            for i in range(per_burst):
-                content = f"{name} run {b} step {i} backup rotated"
-                append(engine, session_id, content)
-                result["written"].append(content)
-            time.sleep(random.uniform(0.02, 0.08))
+        with SessionDB(path) as db:
+            for b in range(bursts):
+                session_id = f"cron_{name}_{b:04d}"
+                db.create_session(session_id, "cron")
+                for i in range(per_burst):
+                    content = f"{name} run {b} step {i} backup rotated"
+                    db.append_message(session_id, "assistant", content)
+                    result["written"].append(content)
+                db.end_session(session_id, "cron_complete")
+                time.sleep(random.uniform(0.02, 0.08))
 
     _guarded(report, body)
 
 
 def reader(path: str, stop_file: str, report: str) -> None:
-    """Searches and listings in short read transactions until told to stop."""
+    """Listings and searches, each its own short read transaction, until told to stop."""
     result: dict[str, Any] = {"errors": [], "queries": 0}
     try:
-        engine = eng.open_engine(path)
-        while not os.path.exists(stop_file):
-            with eng.reading(engine) as conn:
-                conn.execute(text(
-                    "SELECT id, source, message_count FROM sessions "
-                    "ORDER BY started_at DESC LIMIT 20")).all()
-            with eng.reading(engine) as conn:
-                tables = {r[0] for r in conn.exec_driver_sql(
-                    "SELECT name FROM sqlite_master WHERE name = 'messages_fts'")}
-                if tables:
+        with SessionDB(path) as db:
+            while not os.path.exists(stop_file):
+                db.list_sessions_rich(limit=20)
+                db.search_sessions(limit=20)
+                with eng.reading(db.engine) as conn:
                     conn.exec_driver_sql(
                         "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT 20",
                         (random.choice(["kubernetes", "sqlite", "backup", "turn"]),)).all()
-                else:
-                    conn.execute(text("SELECT id FROM messages WHERE content LIKE :p LIMIT 20"),
-                                 {"p": "%backup%"}).all()
-            result["queries"] += 2
-            time.sleep(0.005)
+                result["queries"] += 3
+                time.sleep(0.005)
     except Exception as err:  # noqa: BLE001
         result["errors"].append(f"{type(err).__name__}: {err}")
     write_report(report, result)
@@ -190,11 +177,11 @@ def hold_open_transaction(path: str, session_id: str, content: str, ready_file: 
 
 def append_until_killed(path: str, session_id: str, log_file: str) -> None:
     """Append forever, logging each content only after its transaction committed."""
-    engine = eng.open_engine(path)
+    db = SessionDB(path)
     i = 0
     while True:
         content = f"committed {i} {'x' * random.randint(0, 3000)}"
-        append(engine, session_id, content)
+        db.append_message(session_id, "user", content)
         log_line(log_file, content)
         i += 1
 
