@@ -1,16 +1,113 @@
-"""CJK bigram index maintenance (owned by the search work; see search.md §4).
+"""CJK bigram index maintenance (search.md §4; layout in revision 0016).
 
-``sync_messages(conn, ids)`` brings the derived bigram rows of the given messages up to date inside
-the caller's transaction. Until the index exists (before its revision runs) it does nothing.
+``sync_messages(conn, ids)`` brings the side rows of the given messages up to date inside the
+caller's transaction: the writer inserts or updates messages, the ``messages`` triggers record
+the ids in ``messages_cjk_pending``, and this derives the bigram text (``fts.cjk_bigram_text``),
+writes ``messages_cjk`` (whose own triggers keep ``messages_fts_cjk`` in step) and clears the ids.
+Rows written by other programs stay pending until :func:`catch_up` runs; search covers them
+meanwhile with a LIKE bounded to the pending ids. Until the index exists it does nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Sequence
 
 from sqlalchemy import Connection
 
+from .fts import cjk_bigram_text, contains_cjk
+
+# Extra pending rows a writer drains on its way, so rows written by other programs catch up
+# without a maintenance run, at a bounded cost per append.
+OPPORTUNISTIC_DRAIN = 32
+CATCH_UP_CHUNK = 500
+
+_HAS_INDEX = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'messages_cjk'"
+_IN_WINDOW = "EXISTS (SELECT 1 FROM fts_backfill_window WHERE {id} > lo AND {id} <= hi)"
+# The backfill window (revision 0013) is indexed by the backfill alone; a writer leaves it.
+_DELETE_SIDE = (
+    "DELETE FROM messages_cjk WHERE id IN (SELECT value FROM json_each(?)) "
+    f"AND NOT {_IN_WINDOW.format(id='id')}"
+)
+_SCOPE_ROWS = (
+    "SELECT id, text, tool_name, tool_calls FROM messages_search_scope "
+    "WHERE id IN (SELECT value FROM json_each(?)) "
+    f"AND NOT {_IN_WINDOW.format(id='id')}"
+)
+_SCOPE_RANGE = (
+    "SELECT id, text, tool_name, tool_calls FROM messages_search_scope WHERE id > ? AND id <= ?"
+)
+_DELETE_RANGE = "DELETE FROM messages_cjk WHERE id > ? AND id <= ?"
+_CLEAR_PENDING_RANGE = "DELETE FROM messages_cjk_pending WHERE id > ? AND id <= ?"
+_INSERT_SIDE = "INSERT OR REPLACE INTO messages_cjk (id, text, calls) VALUES (?, ?, ?)"
+_CLEAR_PENDING = "DELETE FROM messages_cjk_pending WHERE id IN (SELECT value FROM json_each(?))"
+_PENDING_IDS = "SELECT id FROM messages_cjk_pending ORDER BY id LIMIT ?"
+_PENDING_COUNT = "SELECT count(*) FROM messages_cjk_pending"
+
+
+def side_row(text: str | None, tool_name: str | None,
+             tool_calls: str | None) -> tuple[str, str | None] | None:
+    """The ``(text, calls)`` a covered row stores, or ``None`` when it has no CJK character."""
+    if not (contains_cjk(text) or contains_cjk(tool_name)):
+        return None
+    derived = cjk_bigram_text(" ".join(t for t in (text, tool_name) if t))
+    return derived, tool_calls
+
+
+def has_index(conn: Connection) -> bool:
+    # Cached only once seen: the table never goes away again, while a migration may create it.
+    if conn.info.get("hermes_cjk_index"):
+        return True
+    found = conn.exec_driver_sql(_HAS_INDEX).first() is not None
+    if found:
+        conn.info["hermes_cjk_index"] = True
+    return found
+
+
+def _write(conn: Connection, rows: Iterable[Sequence[object]]) -> None:
+    values = []
+    for row_id, text, tool_name, tool_calls in rows:
+        side = side_row(text, tool_name, tool_calls)  # type: ignore[arg-type]
+        if side is not None:
+            values.append((row_id, *side))
+    if values:
+        conn.exec_driver_sql(_INSERT_SIDE, values)
+
+
+def _sync(conn: Connection, ids: list[int]) -> None:
+    batch = json.dumps(ids)
+    conn.exec_driver_sql(_DELETE_SIDE, (batch,))
+    _write(conn, conn.exec_driver_sql(_SCOPE_ROWS, (batch,)).all())
+    conn.exec_driver_sql(_CLEAR_PENDING, (batch,))
+
 
 def sync_messages(conn: Connection, ids: Iterable[int]) -> None:
-    """Derive and store the bigram text of these messages (no-op until the index exists)."""
-    return None
+    """Derive and store the bigram rows of these messages (no-op until the index exists)."""
+    wanted = sorted({int(i) for i in ids})
+    if not wanted or not has_index(conn):
+        return
+    _sync(conn, wanted)
+    extra = [r[0] for r in conn.exec_driver_sql(_PENDING_IDS, (OPPORTUNISTIC_DRAIN,))]
+    if extra:
+        _sync(conn, extra)
+
+
+def catch_up(conn: Connection, limit: int = CATCH_UP_CHUNK) -> int:
+    """Index up to ``limit`` pending rows; returns how many were taken off the pending list."""
+    if not has_index(conn):
+        return 0
+    pending = [r[0] for r in conn.exec_driver_sql(_PENDING_IDS, (limit,))]
+    if pending:
+        _sync(conn, pending)
+    return len(pending)
+
+
+def pending_count(conn: Connection) -> int:
+    return int(conn.exec_driver_sql(_PENDING_COUNT).scalar() or 0) if has_index(conn) else 0
+
+
+def index_range(conn: Connection, lo: int, hi: int) -> None:
+    """(Re)derive the side rows of ids in ``(lo, hi]``: the backfill and rebuild step."""
+    conn.exec_driver_sql(_DELETE_RANGE, (lo, hi))
+    _write(conn, conn.exec_driver_sql(_SCOPE_RANGE, (lo, hi)).all())
+    conn.exec_driver_sql(_CLEAR_PENDING_RANGE, (lo, hi))

@@ -56,7 +56,8 @@ LEGACY_MAX_KNOWN = 11
 FTS_SHADOW_SUFFIXES = ("_data", "_idx", "_content", "_docsize", "_config")
 # Only these names are treated as ours: a user table called "app_config" is never touched.
 KNOWN_FTS_TABLES = ("messages_fts", "messages_fts_trigram", "messages_fts_cjk",
-                    "messages_fts_trigram_old", "messages_fts_old")
+                    "messages_fts_trigram_old", "messages_fts_old",
+                    "messages_fts_cjk_old")
 UPGRADE_BUDGET_S = 60.0
 
 
