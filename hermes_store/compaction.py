@@ -1,0 +1,112 @@
+"""``optimize``: merge FTS segments, refresh planner statistics, VACUUM, and leave no WAL behind.
+
+Steps (cli-and-formats.md §3.4): (1) FTS5 ``optimize`` of each index and ``PRAGMA optimize``
+(``maintenance.optimize`` when the search layer provides it, which also catches up CJK rows);
+(2) a PASSIVE checkpoint, so VACUUM starts from a short WAL; (3) ``VACUUM``; (4) a TRUNCATE
+checkpoint: VACUUM writes the whole file through the WAL, and without this a 3 GB store leaves a
+3 GB ``-wal`` behind (lessons.md §8). The caller owns the whole-file preconditions (no other
+holder, free disk); ``preflight`` states them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, exc
+
+from .backup import require_free_space
+from .engine import checkpoint, engine_path, is_lock_error, run_write, unwrap
+from .errors import StoreBusyError
+from .stats import fts_tables
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Sizes:
+    main: int
+    wal: int
+
+    @classmethod
+    def of(cls, path: Path) -> Sizes:
+        wal = Path(f"{path}-wal")
+        return cls(path.stat().st_size if path.exists() else 0,
+                   wal.stat().st_size if wal.exists() else 0)
+
+
+@dataclass
+class OptimizeResult:
+    before: Sizes
+    after: Sizes
+    steps: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def preflight(path: Path) -> None:
+    """VACUUM needs about the store's size free beside it and again in the temp directory."""
+    need = path.stat().st_size
+    require_free_space(path.parent, need, "optimize (VACUUM)")
+    require_free_space(Path(tempfile.gettempdir()), need, "optimize (VACUUM's temp copy)")
+
+
+def _merge_segments(engine: Engine) -> list[str]:
+    try:
+        maintenance = importlib.import_module("hermes_store.maintenance")
+    except ImportError:
+        maintenance = None
+    upkeep = getattr(maintenance, "optimize", None)
+    if upkeep is not None:
+        return list(upkeep(engine))
+
+    def unit(conn: Connection) -> list[str]:
+        names = fts_tables(conn)
+        for name in names:  # names come from sqlite_master's fts5 entries
+            conn.exec_driver_sql(f'INSERT INTO "{name}" ("{name}") VALUES (\'optimize\')')
+        conn.exec_driver_sql("PRAGMA optimize")
+        return names
+
+    return run_write(engine, unit, what="optimize")
+
+
+def _vacuum(engine: Engine) -> None:
+    # VACUUM cannot run inside a transaction; the driver connection is in autocommit mode.
+    try:
+        with engine.connect() as conn:
+            conn.connection.driver_connection.execute("VACUUM")  # type: ignore[union-attr]
+    except Exception as err:  # noqa: BLE001 - classified below
+        if is_lock_error(err):
+            raise StoreBusyError("VACUUM could not take the write lock: another process is "
+                                 "writing; try again when the agent is idle") from err
+        translated = unwrap(err.orig if isinstance(err, exc.DBAPIError) else err)
+        raise translated from err
+
+
+def optimize(engine: Engine, progress: Progress | None = None, *,
+             vacuum: bool = True) -> OptimizeResult:
+    path = Path(engine_path(engine))
+    note = progress or (lambda step: None)
+    result = OptimizeResult(Sizes.of(path), Sizes.of(path))
+    note("merging FTS segments")
+    result.merged = _merge_segments(engine)
+    result.steps += ["fts optimize", "pragma optimize"]
+    note("checkpoint (PASSIVE)")
+    checkpoint(engine, "PASSIVE")
+    result.steps.append("checkpoint passive")
+    if vacuum:
+        note("VACUUM")
+        _vacuum(engine)
+        result.steps.append("vacuum")
+    note("checkpoint (TRUNCATE)")
+    checkpoint(engine, "TRUNCATE")
+    result.steps.append("checkpoint truncate")
+    result.after = Sizes.of(path)
+    return result
+

@@ -1,0 +1,328 @@
+"""``repair``: probe a store for damage, back it up, fix what can be fixed in place, probe again.
+
+The probes tell "fresh" from "broken" by reading ``sqlite_master`` first, and include a write
+through the triggers that is always rolled back: damage that leaves reads working (a trigger
+that outlived its FTS table, a malformed index) only shows up on write (lessons.md §5).
+No ORM session is used: the models may not even map onto a damaged file.
+
+Fixes run only after the store and its sidecars were copied to a timestamped backup, in this
+order: schema surgery on duplicate ``sqlite_master`` rows (nothing else can run while they
+exist), orphan FTS5 shadow tables, triggers writing to tables that are gone, the FTS indexes
+(``maintenance.rebuild_indexes`` when the search layer provides it, else FTS5 ``rebuild`` of each
+index), ``REINDEX``. Then every probe runs again and decides the verdict.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, exc
+
+from . import migrate
+from .backup import backup_path, copy_with_sidecars
+from .engine import is_lock_error, open_engine, run_write, unwrap
+from .errors import StoreDamagedError, StoreNotFoundError
+from .holders import ensure_not_held
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Tables a trigger body writes to: INSERT INTO t, DELETE FROM t, UPDATE t, REPLACE INTO t.
+_TRIGGER_TARGET = re.compile(
+    r"\b(?:INSERT\s+(?:OR\s+\w+\s+)?INTO|REPLACE\s+INTO|DELETE\s+FROM|UPDATE(?:\s+OR\s+\w+)?)"
+    r"\s+(?:main\s*\.\s*)?[\"`\[]?([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
+_FTS_SQL = re.compile(r"^\s*CREATE\s+VIRTUAL\s+TABLE\b.*\bUSING\s+fts5\b", re.I | re.S)
+PROBE_TEXT = "hermes-store repair write probe"
+NEXT_STEPS = ("hermes-store recover --source {path} --output NEW.db --inspect-only",
+              "hermes-store recover --source {path} --output NEW.db --allow-partial")
+
+
+@dataclass
+class Probe:
+    name: str
+    ok: bool
+    detail: str = ""
+    fix: str | None = None
+
+
+@dataclass
+class RepairReport:
+    path: str
+    check_only: bool
+    probes: list[Probe]
+    backup: list[str] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+    after: list[Probe] | None = None
+
+    @property
+    def final(self) -> list[Probe]:
+        return self.after if self.after is not None else self.probes
+
+    @property
+    def healthy(self) -> bool:
+        return all(p.ok for p in self.final)
+
+    @property
+    def problems(self) -> list[Probe]:
+        return [p for p in self.final if not p.ok]
+
+    def next_steps(self) -> list[str]:
+        if self.healthy:
+            return []
+        if self.check_only and all(p.fix == "hermes-store repair" for p in self.problems):
+            return [f"hermes-store --db {self.path} repair"]
+        return [s.format(path=self.path) for s in NEXT_STEPS]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "check_only": self.check_only, "healthy": self.healthy,
+                "probes": [asdict(p) for p in self.probes], "backup": self.backup,
+                "actions": self.actions,
+                "after": None if self.after is None else [asdict(p) for p in self.after],
+                "next_steps": self.next_steps()}
+
+
+def _quote(name: str) -> str:
+    if not _IDENT.match(name):
+        raise StoreDamagedError(f"refusing to touch a schema object with an odd name: {name!r}")
+    return f'"{name}"'
+
+
+def _message(err: BaseException) -> str:
+    inner = err.orig if isinstance(err, exc.DBAPIError) and err.orig is not None else err
+    return str(inner)
+
+
+# --------------------------------------------------------------------------- schema reading
+
+
+def schema_rows(conn: Connection) -> list[tuple[str, str, str, str]]:
+    return [(r[0], r[1], r[2], r[3] or "") for r in conn.exec_driver_sql(
+        "SELECT type, name, tbl_name, sql FROM sqlite_master")]
+
+
+def fts5_tables(rows: list[tuple[str, str, str, str]]) -> list[str]:
+    return sorted(n for t, n, _, sql in rows if t == "table" and _FTS_SQL.match(sql))
+
+
+def orphan_shadows(rows: list[tuple[str, str, str, str]]) -> list[str]:
+    """What ``migrate.drop_orphan_fts_shadows`` would drop, found without dropping it."""
+    tables = {n for t, n, _, _ in rows if t == "table"}
+    return [base + s for base in migrate.KNOWN_FTS_TABLES if base not in tables
+            for s in migrate.FTS_SHADOW_SUFFIXES if base + s in tables]
+
+
+def dead_triggers(rows: list[tuple[str, str, str, str]]) -> dict[str, list[str]]:
+    """Triggers whose body writes to a table or view that no longer exists."""
+    names = {n.lower() for t, n, _, _ in rows if t in ("table", "view")}
+    dead: dict[str, list[str]] = {}
+    for kind, name, _, sql in rows:
+        if kind != "trigger":
+            continue
+        body = re.split(r"\bBEGIN\b", sql, maxsplit=1, flags=re.I)
+        targets = _TRIGGER_TARGET.findall(body[1] if len(body) > 1 else "")
+        gone = sorted({t for t in targets if t.lower() not in names})
+        if gone:
+            dead[name] = gone
+    return dead
+
+
+def duplicate_schema_rows(path: Path) -> list[tuple[str, str, int]]:
+    """Duplicate ``sqlite_master`` entries, read with ``writable_schema`` so parsing is skipped.
+
+    A plain connection is used on purpose: with a duplicate row every prepared statement fails
+    at schema parse, including the engine's own connection pragmas.
+    """
+    con = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True,
+                          isolation_level=None)
+    try:
+        con.execute("PRAGMA writable_schema=ON")
+        return [(r[0], r[1], int(r[2])) for r in con.execute(
+            "SELECT type, name, COUNT(*) FROM sqlite_master GROUP BY type, name "
+            "HAVING COUNT(*) > 1")]
+    except sqlite3.DatabaseError:
+        return []
+    finally:
+        con.close()
+
+
+# --------------------------------------------------------------------------- probes
+
+
+def _probe_write(conn: Connection) -> Probe:
+    """Insert and delete a message inside a savepoint (triggers fire), then roll it all back."""
+    trans = conn.begin()
+    try:
+        conn.exec_driver_sql("SAVEPOINT hermes_probe")
+        sid = conn.exec_driver_sql("SELECT id FROM sessions LIMIT 1").scalar()
+        if sid is None:
+            sid = "hermes_repair_probe"
+            conn.exec_driver_sql(
+                "INSERT INTO sessions (id, source, started_at) VALUES (?, 'repair', ?)",
+                (sid, time.time()))
+        mid = conn.exec_driver_sql(
+            "INSERT INTO messages (session_id, role, content, timestamp) VALUES (?, 'user', ?, ?)",
+            (sid, PROBE_TEXT, time.time())).lastrowid
+        conn.exec_driver_sql("UPDATE messages SET content = ? WHERE id = ?", (PROBE_TEXT + ".", mid))
+        conn.exec_driver_sql("DELETE FROM messages WHERE id = ?", (mid,))
+        conn.exec_driver_sql("ROLLBACK TO hermes_probe")
+        conn.exec_driver_sql("RELEASE hermes_probe")
+    except exc.DBAPIError as err:
+        if is_lock_error(err):
+            return Probe("write_probe", True, "skipped: another process holds the write lock")
+        return Probe("write_probe", False, f"a write through the triggers fails: {_message(err)}",
+                     "hermes-store repair")
+    finally:
+        trans.rollback()
+    return Probe("write_probe", True, "insert/update/delete through the triggers works")
+
+
+def _probe_fts(conn: Connection, table: str) -> Probe:
+    trans = conn.begin()
+    try:
+        conn.exec_driver_sql(f"INSERT INTO {_quote(table)}({_quote(table)}) VALUES ('integrity-check')")
+    except exc.DBAPIError as err:
+        return Probe(f"fts:{table}", False, f"FTS5 integrity-check failed: {_message(err)}",
+                     "hermes-store repair")
+    finally:
+        trans.rollback()
+    return Probe(f"fts:{table}", True, "FTS5 integrity-check ok")
+
+
+def _probe_quick(conn: Connection, full: bool) -> Probe:
+    pragma = "integrity_check" if full else "quick_check"
+    try:
+        with conn.begin():
+            rows = [str(r[0]) for r in conn.exec_driver_sql(f"PRAGMA {pragma}")]
+    except exc.DBAPIError as err:
+        rows = [_message(err)]
+    if rows == ["ok"]:
+        return Probe(pragma, True, "ok")
+    return Probe(pragma, False, "; ".join(rows[:5]) + (" …" if len(rows) > 5 else ""),
+                 "hermes-store repair (REINDEX), else hermes-store recover")
+
+
+def probe_store(path: str | Path, *, full: bool = False) -> list[Probe]:
+    """Every probe, in order; stops after the first when the file does not open at all."""
+    p = Path(path)
+    if not p.exists():
+        raise StoreNotFoundError(f"no store at {p}")
+    try:
+        engine = open_engine(p)
+        with engine.connect() as conn:
+            with conn.begin():
+                rows = schema_rows(conn)
+    except (exc.DBAPIError, sqlite3.DatabaseError) as err:
+        text = _message(unwrap(err) if isinstance(err, exc.DBAPIError) else err)
+        dups = duplicate_schema_rows(p) if "malformed database schema" in text else []
+        if dups:
+            listing = ", ".join(f"{t} {n} ×{c}" for t, n, c in dups)
+            return [Probe("opens", False, f"duplicate schema rows ({listing}): {text}",
+                          "hermes-store repair")]
+        return [Probe("opens", False, f"the file does not open as a database: {text}",
+                      "hermes-store recover --inspect-only")]
+    probes = [Probe("opens", True, f"{len(rows)} schema objects")]
+    with engine.connect() as conn:
+        probes.append(_probe_quick(conn, full))
+        orphans = orphan_shadows(rows)
+        probes.append(Probe("orphan_fts_shadows", not orphans,
+                            ", ".join(orphans) or "none", "hermes-store repair" if orphans else None))
+        dead = dead_triggers(rows)
+        probes.append(Probe(
+            "dead_triggers", not dead,
+            "; ".join(f"{t} writes to missing {', '.join(g)}" for t, g in dead.items()) or "none",
+            "hermes-store repair" if dead else None))
+        for table in fts5_tables(rows):
+            probes.append(_probe_fts(conn, table))
+        tables = {n for t, n, _, _ in rows if t == "table"}
+        if {"sessions", "messages"} <= tables:
+            probes.append(_probe_write(conn))
+        elif tables - {"sqlite_sequence"}:
+            probes.append(Probe("write_probe", False, "sessions or messages table is missing",
+                                "hermes-store recover"))
+    return probes
+
+
+# --------------------------------------------------------------------------- fixes
+
+
+def _schema_surgery(path: Path, dups: list[tuple[str, str, int]]) -> list[str]:
+    """Keep the first row of each duplicated (type, name); the file was backed up first."""
+    con = sqlite3.connect(path, isolation_level=None)
+    try:
+        con.execute("PRAGMA writable_schema=ON")
+        con.execute("BEGIN IMMEDIATE")
+        for kind, name, _ in dups:
+            con.execute("DELETE FROM sqlite_master WHERE type = ? AND name = ? AND rowid > "
+                        "(SELECT MIN(rowid) FROM sqlite_master WHERE type = ? AND name = ?)",
+                        (kind, name, kind, name))
+        con.execute("COMMIT")
+        con.execute("PRAGMA writable_schema=RESET")
+    finally:
+        con.close()
+    return [f"removed duplicate schema rows of {kind} {name}" for kind, name, _ in dups]
+
+
+def _rebuild_fts(conn: Connection) -> list[str]:
+    try:
+        maintenance = importlib.import_module("hermes_store.maintenance")
+    except ImportError:
+        maintenance = None
+    rebuild: Callable[[Connection], Any] | None = (
+        getattr(maintenance, "rebuild_indexes", None) or getattr(maintenance, "rebuild_fts", None))
+    if rebuild is not None:
+        rebuild(conn)
+        return [f"rebuilt the search indexes (maintenance.{rebuild.__name__})"]
+    done = []
+    for table in fts5_tables(schema_rows(conn)):
+        conn.exec_driver_sql(f"INSERT INTO {_quote(table)}({_quote(table)}) VALUES ('rebuild')")
+        done.append(f"rebuilt FTS index {table}")
+    return done
+
+
+def _fix_in_place(engine: Engine, probes: list[Probe]) -> list[str]:
+    failing = {p.name for p in probes if not p.ok}
+    actions: list[str] = []
+
+    def unit(conn: Connection) -> None:
+        actions.clear()
+        dropped = migrate.drop_orphan_fts_shadows(conn)
+        actions.extend(f"dropped orphan FTS shadow table {t}" for t in dropped)
+        for trigger in dead_triggers(schema_rows(conn)):
+            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {_quote(trigger)}")
+            actions.append(f"dropped trigger {trigger} (its target table is gone)")
+        if actions or any(n.startswith("fts:") or n == "write_probe" for n in failing):
+            actions.extend(_rebuild_fts(conn))
+        conn.exec_driver_sql("REINDEX")
+        actions.append("REINDEX")
+
+    run_write(engine, unit, what="repair")
+    return list(actions)
+
+
+def repair_store(path: str | Path, *, check_only: bool = False, backup: bool = True,
+                 force: bool = False, full: bool = False) -> RepairReport:
+    """Probe; unless ``check_only`` and if anything failed, back up, fix and probe again."""
+    p = Path(path)
+    probes = probe_store(p, full=full)
+    report = RepairReport(str(p), check_only, probes)
+    if check_only or report.healthy:
+        return report
+    opened = probes[0].ok
+    dups = [] if opened else duplicate_schema_rows(p)
+    if not opened and not dups:
+        return report  # nothing in place can help a file that does not open
+    ensure_not_held(p, force=force, what="repair")
+    if backup:
+        target = backup_path(p, "repair")
+        report.backup = [str(f) for f in copy_with_sidecars(p, target)]
+    if dups:
+        report.actions += _schema_surgery(p, dups)
+        open_engine(p).dispose()  # pooled connections cached the broken schema
+    report.actions += _fix_in_place(open_engine(p), probe_store(p, full=full))
+    report.after = probe_store(p, full=full)
+    return report

@@ -1,0 +1,427 @@
+"""``recover``: offline salvage of a damaged store into a NEW file; the source is never touched.
+
+The source and its ``-wal``/``-shm``/``-journal`` are copied into a work directory before SQLite
+opens anything (opening would replay or reset them), and the source is fingerprinted (size,
+mtime, SHA-256) before the copy, after it, and at the end: any change fails loudly. The copy is
+read with plain ``sqlite3`` (it is scratch, not a store) in rowid chunks; the new store is created
+at head by ``migrate.upgrade`` and written through the engine, so its triggers rebuild the derived
+indexes as rows arrive.
+
+What is copied: the modelled tables (``sessions``, ``messages``, ``state_meta``) and every table
+of the source that a fresh store does not have (an upstream release's extras). Tables a fresh
+store already has but the models do not own (FTS shadows, the bigram table, version markers)
+are derived or bookkeeping, recreated rather than copied; so are derived ``state_meta`` markers.
+
+With ``allow_partial`` a chunk that fails to read is bisected down to single rowids (a per-row
+equality lookup each), so healthy rows next to a damaged page survive (lessons.md §5); every
+skipped range is reported. Messages whose session row was lost go to a placeholder session
+with the same id and ``source='recovered'``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sqlite3
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection
+
+from . import __version__, migrate
+from .backup import copy_with_sidecars, require_free_space, store_bytes
+from .engine import FILE_MODE, checkpoint, open_engine, run_write
+from .errors import StoreNotFoundError, StoreUsageError
+from .holders import SIDECAR_SUFFIXES, ensure_not_held
+from .models import Base
+
+ProgressFn = Callable[[str, int, int], None]
+DEFAULT_CHUNK = 1000
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DERIVED_MARKER = re.compile(r"(^fts_|layout|^cjk_)", re.I)
+_SKIP_TABLES = {"alembic_version", "schema_version", "sqlite_sequence"}
+RECOVERED_SOURCE = "recovered"
+
+
+class _Unreadable(Exception):
+    """A chunk failed to read and partial salvage was not allowed."""
+
+
+@dataclass
+class Fingerprint:
+    path: str
+    size: int
+    mtime_ns: int
+    sha256: str
+
+
+@dataclass
+class TableResult:
+    read: int = 0
+    written: int = 0
+    skipped: int = 0
+
+
+@dataclass
+class RecoveryReport:
+    source: str
+    output: str | None
+    status: str = "running"  # complete | partial | nothing | damaged | source_changed | inspected
+    fingerprint_before: list[Fingerprint] = field(default_factory=list)
+    fingerprint_after: list[Fingerprint] = field(default_factory=list)
+    sqlite_version: str = sqlite3.sqlite_version
+    tool: str = f"hermes-store {__version__}"
+    tables: dict[str, TableResult] = field(default_factory=dict)
+    skipped_ranges: list[dict[str, Any]] = field(default_factory=list)
+    placeholder_sessions: list[str] = field(default_factory=list)
+    detached_parents: int = 0
+    errors: list[str] = field(default_factory=list)
+    inspection: dict[str, Any] = field(default_factory=dict)
+    next_steps: list[str] = field(default_factory=list)
+    started_at: str = ""
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": "hermes-store/recovery-report", "version": 1, **asdict(self)}
+
+
+def fingerprint(path: Path) -> Fingerprint:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    st = path.stat()
+    return Fingerprint(str(path), st.st_size, st.st_mtime_ns, digest.hexdigest())
+
+
+def fingerprints(source: Path) -> list[Fingerprint]:
+    files = [source, *(Path(f"{source}{s}") for s in SIDECAR_SUFFIXES)]
+    return [fingerprint(f) for f in files if f.exists()]
+
+
+def _q(name: str) -> str:
+    if not _IDENT.match(name):
+        raise ValueError(f"unusual identifier {name!r}")
+    return f'"{name}"'
+
+
+# --------------------------------------------------------------------------- reading the copy
+
+
+def _tables(src: sqlite3.Connection) -> dict[str, str]:
+    return {r[0]: r[1] or "" for r in src.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'table'")}
+
+
+def _fts_related(tables: dict[str, str]) -> set[str]:
+    virtual = {n for n, sql in tables.items() if sql.lstrip().upper().startswith("CREATE VIRTUAL")}
+    bases = virtual | set(migrate.KNOWN_FTS_TABLES)
+    shadows = {b + s for b in bases for s in migrate.FTS_SHADOW_SUFFIXES}
+    return virtual | (shadows & set(tables))
+
+
+def _columns(conn: sqlite3.Connection | Connection, table: str) -> list[tuple[str, str]]:
+    sql = f"PRAGMA table_info({_q(table)})"
+    rows = conn.execute(sql) if isinstance(conn, sqlite3.Connection) else conn.exec_driver_sql(sql)
+    return [(r[1], r[2] or "") for r in rows]
+
+
+def _read_chunk(src: sqlite3.Connection, sql: str, lo: int, hi: int, table: str,
+                allow_partial: bool, report: RecoveryReport) -> list[tuple[Any, ...]]:
+    """Rows with lo <= rowid <= hi; failing ranges are bisected to single rowids when allowed."""
+    out: list[tuple[Any, ...]] = []
+    stack = [(lo, hi)]
+    while stack:
+        a, b = stack.pop()
+        try:
+            out.extend(src.execute(sql, (a, b)).fetchall())
+        except sqlite3.DatabaseError as err:
+            if not allow_partial:
+                raise _Unreadable(f"{table} rowids {a}..{b}: {err}") from err
+            if a == b:
+                _record_skip(report, table, a, str(err))
+            else:
+                mid = (a + b) // 2
+                stack += [(mid + 1, b), (a, mid)]
+    out.sort(key=lambda r: r[0])
+    return out
+
+
+def _record_skip(report: RecoveryReport, table: str, rowid: int, error: str) -> None:
+    last = report.skipped_ranges[-1] if report.skipped_ranges else None
+    if last and last["table"] == table and last["last_rowid"] == rowid - 1 and last["error"] == error:
+        last["last_rowid"] = rowid
+    else:
+        report.skipped_ranges.append({"table": table, "first_rowid": rowid, "last_rowid": rowid,
+                                      "error": error})
+
+
+# --------------------------------------------------------------------------- writing the output
+
+
+def _insert_rows(conn: Connection, sql: str, rows: Sequence[tuple[Any, ...]]) -> list[str]:
+    """Insert all rows; if the batch fails, row by row, returning one error per rejected row."""
+    conn.exec_driver_sql("SAVEPOINT chunk")
+    try:
+        conn.exec_driver_sql(sql, list(rows))
+        conn.exec_driver_sql("RELEASE chunk")
+        return []
+    except Exception:  # noqa: BLE001 - any row may be the culprit; retried one by one below
+        conn.exec_driver_sql("ROLLBACK TO chunk")
+        conn.exec_driver_sql("RELEASE chunk")
+    errors = []
+    for row in rows:
+        conn.exec_driver_sql("SAVEPOINT one")
+        try:
+            conn.exec_driver_sql(sql, row)
+            conn.exec_driver_sql("RELEASE one")
+        except Exception as err:  # noqa: BLE001 - recorded per row
+            conn.exec_driver_sql("ROLLBACK TO one")
+            conn.exec_driver_sql("RELEASE one")
+            errors.append(f"{row[:1]}: {getattr(err, 'orig', err)}")
+    return errors
+
+
+def _prepare_table(dst: Connection, table: str, src_cols: list[tuple[str, str]],
+                   create_sql: str | None) -> list[str]:
+    """Make ``table`` exist in the output with every source column; return the shared columns."""
+    have = {c for c, _ in _columns(dst, table)}
+    if not have and create_sql:
+        dst.exec_driver_sql(create_sql)
+        have = {c for c, _ in _columns(dst, table)}
+    for name, decl in src_cols:
+        if name not in have and _IDENT.match(name) and re.fullmatch(r"[A-Za-z ()0-9,]*", decl):
+            dst.exec_driver_sql(f"ALTER TABLE {_q(table)} ADD COLUMN {_q(name)} {decl}")
+            have.add(name)
+    return [c for c, _ in src_cols if c in have and _IDENT.match(c)]
+
+
+class _Copier:
+    def __init__(self, src: sqlite3.Connection, out_engine: Any, report: RecoveryReport,
+                 chunk: int, allow_partial: bool, progress: ProgressFn | None):
+        self.src, self.engine, self.report = src, out_engine, report
+        self.chunk, self.allow_partial, self.progress = chunk, allow_partial, progress
+        self.parents: dict[str, str] = {}
+        self.sessions: set[str] = set()
+
+    def copy(self, table: str, create_sql: str | None) -> None:
+        result = self.report.tables.setdefault(table, TableResult())
+        src_cols = _columns(self.src, table)
+        cols = run_write(self.engine, lambda c: _prepare_table(c, table, src_cols, create_sql),
+                         what="recover")
+        select = (f"SELECT rowid, {', '.join(map(_q, cols))} FROM {_q(table)} "
+                  "WHERE rowid BETWEEN ? AND ? ORDER BY rowid")
+        verb = "INSERT OR IGNORE" if table == "state_meta" else "INSERT"
+        insert = (f"{verb} INTO {_q(table)} ({', '.join(map(_q, cols))}) "
+                  f"VALUES ({', '.join('?' for _ in cols)})")
+        bounds = self.src.execute(f"SELECT MIN(rowid), MAX(rowid), COUNT(*) FROM {_q(table)}")
+        lo, hi, total = bounds.fetchone()
+        if lo is None:
+            return
+        idx = {c: i for i, c in enumerate(cols)}
+        for start in range(lo, hi + 1, self.chunk):
+            rows = _read_chunk(self.src, select, start, min(hi, start + self.chunk - 1), table,
+                               self.allow_partial, self.report)
+            values = [self._shape(table, r[1:], idx) for r in rows]
+            values = [v for v in values if v is not None]
+            result.read += len(rows)
+            errors = run_write(self.engine, lambda c: self._write(c, table, insert, values, idx),
+                               what="recover")
+            result.written += len(values) - len(errors)
+            result.skipped += len(errors) + (len(rows) - len(values))
+            self.report.errors += [f"{table} row {e}" for e in errors]
+            if self.progress:
+                self.progress(table, result.read, total)
+
+    def _shape(self, table: str, row: tuple[Any, ...], idx: dict[str, int]) -> tuple[Any, ...] | None:
+        if table == "sessions" and "parent_session_id" in idx:
+            values = list(row)
+            parent = values[idx["parent_session_id"]]
+            if parent is not None:
+                self.parents[str(values[idx["id"]])] = parent
+            values[idx["parent_session_id"]] = None  # linked afterwards, once parents exist
+            return tuple(values)
+        if table == "state_meta" and _DERIVED_MARKER.search(str(row[idx["key"]])):
+            return None
+        return row
+
+    def _write(self, conn: Connection, table: str, insert: str, values: list[tuple[Any, ...]],
+               idx: dict[str, int]) -> list[str]:
+        if table == "messages":
+            self._placeholders(conn, values, idx)
+        errors = _insert_rows(conn, insert, values)
+        if table == "sessions":
+            self.sessions.update(str(v[idx["id"]]) for v in values)
+        return errors
+
+    def _placeholders(self, conn: Connection, values: list[tuple[Any, ...]],
+                      idx: dict[str, int]) -> None:
+        for v in values:
+            sid = v[idx["session_id"]]
+            if sid is None or str(sid) in self.sessions:
+                continue
+            ts = v[idx["timestamp"]] if isinstance(v[idx["timestamp"]], (int, float)) else time.time()
+            conn.exec_driver_sql(
+                "INSERT OR IGNORE INTO sessions (id, source, title, started_at, ended_at, end_reason) "
+                "VALUES (?, ?, NULL, ?, ?, 'recovered')", (sid, RECOVERED_SOURCE, ts, ts))
+            self.sessions.add(str(sid))
+            self.report.placeholder_sessions.append(str(sid))
+
+    def finish_sessions(self) -> None:
+        links = [(p, c) for c, p in self.parents.items() if p in self.sessions and c in self.sessions]
+        self.report.detached_parents = len(self.parents) - len(links)
+        if links:
+            run_write(self.engine, lambda c: c.exec_driver_sql(
+                "UPDATE sessions SET parent_session_id = ? WHERE id = ?", links), what="recover")
+
+    def finish_placeholders(self) -> None:
+        ids = [(s, s, s) for s in self.report.placeholder_sessions]
+        if ids:
+            run_write(self.engine, lambda c: c.exec_driver_sql(
+                "UPDATE sessions SET started_at = (SELECT MIN(timestamp) FROM messages "
+                "WHERE session_id = ?), ended_at = (SELECT MAX(timestamp) FROM messages "
+                "WHERE session_id = ?), message_count = (SELECT COUNT(*) FROM messages "
+                "WHERE session_id = sessions.id) WHERE id = ?", ids), what="recover")
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def _inspect(src: sqlite3.Connection, report: RecoveryReport) -> None:
+    tables: dict[str, Any] = {}
+    for name in sorted(_tables(src)):
+        try:
+            tables[name] = {"rows": src.execute(f"SELECT COUNT(*) FROM {_q(name)}").fetchone()[0]}
+        except (sqlite3.DatabaseError, ValueError) as err:
+            tables[name] = {"rows": None, "error": str(err)}
+    try:
+        check = [r[0] for r in src.execute("PRAGMA quick_check(20)")]
+    except sqlite3.DatabaseError as err:
+        check = [str(err)]
+    report.inspection = {"tables": tables, "quick_check": check}
+
+
+def _swap_steps(source: Path, output: Path) -> list[str]:
+    return ["stop every process using the store (the agent, gateways, dashboards)",
+            f"mv {source} {source}.damaged"]+ [
+            f"mv {source}{s} {source}.damaged{s}  # if present" for s in ("-wal", "-shm")] + [
+            f"mv {output} {source}"]
+
+
+def recover_store(source: str | os.PathLike[str], output: str | os.PathLike[str], *,
+                  work_dir: str | os.PathLike[str] | None = None, chunk_size: int = DEFAULT_CHUNK,
+                  allow_partial: bool = False, inspect_only: bool = False, force: bool = False,
+                  progress: ProgressFn | None = None) -> RecoveryReport:
+    """Salvage ``source`` into the new file ``output``; the caller writes the report."""
+    src_path, out_path = Path(source).expanduser(), Path(output).expanduser()
+    if not src_path.exists():
+        raise StoreNotFoundError(f"no store at {src_path}")
+    if chunk_size < 1:
+        raise StoreUsageError("--chunk-size must be at least 1")
+    if not inspect_only and (out_path.exists() or out_path.resolve() == src_path.resolve()):
+        raise StoreUsageError(f"{out_path} already exists; recover only writes a new file")
+    ensure_not_held(src_path, force=force, what="recover (stop the agent first)")
+    start = time.monotonic()
+    report = RecoveryReport(str(src_path), None if inspect_only else str(out_path),
+                            started_at=datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"))
+    report.fingerprint_before = fingerprints(src_path)
+    own_work = work_dir is None
+    work = Path(tempfile.mkdtemp(prefix="hermes-recover-", dir=out_path.parent)) if own_work \
+        else Path(work_dir).expanduser()
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        copy = work / src_path.name
+        copy_with_sidecars(src_path, copy)
+        if fingerprints(src_path) != report.fingerprint_before:
+            report.status = "source_changed"
+            report.errors.append("the source changed while it was being copied; stop its writers")
+            return report
+        _salvage(copy, out_path, report, chunk_size, allow_partial, inspect_only, progress)
+    finally:
+        if own_work:
+            shutil.rmtree(work, ignore_errors=True)
+        report.fingerprint_after = fingerprints(src_path)
+        if report.fingerprint_after != report.fingerprint_before:
+            report.status = "source_changed"
+            report.errors.append("the source changed during recovery: its fingerprint differs")
+        report.duration_s = round(time.monotonic() - start, 3)
+    if report.status in ("complete", "partial"):
+        report.next_steps = _swap_steps(src_path, out_path)
+    elif report.status in ("damaged", "source_changed", "nothing") and out_path.exists():
+        _discard(out_path)
+    return report
+
+
+def _discard(out_path: Path) -> None:
+    open_engine(out_path).dispose()
+    for f in (out_path, *(Path(f"{out_path}{s}") for s in SIDECAR_SUFFIXES)):
+        f.unlink(missing_ok=True)
+
+
+def _salvage(copy: Path, out_path: Path, report: RecoveryReport, chunk: int, allow_partial: bool,
+             inspect_only: bool, progress: ProgressFn | None) -> None:
+    # The copy is scratch in our work dir, not a store: a plain connection may replay its WAL.
+    src = sqlite3.connect(copy, isolation_level=None)
+    try:
+        try:
+            tables = _tables(src)
+        except sqlite3.DatabaseError as err:
+            report.status = "nothing"
+            report.errors.append(f"the schema cannot be read ({err}); nothing can be salvaged "
+                                 "from this file: restore a JSONL export or a backup")
+            return
+        if inspect_only:
+            _inspect(src, report)
+            report.status = "inspected"
+            return
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        require_free_space(out_path.parent, store_bytes(copy), "the recovered store")
+        migrate.upgrade(out_path)
+        os.chmod(out_path, FILE_MODE)
+        engine = open_engine(out_path)
+        fresh = set(run_write(engine, lambda c: [r[0] for r in c.exec_driver_sql(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")], what="recover"))
+        skip = _SKIP_TABLES | _fts_related(tables)
+        canonical = [t for t in Base.metadata.tables if t in tables]
+        extras = sorted(t for t in tables if t not in fresh and t not in skip
+                        and not t.startswith("sqlite_") and _IDENT.match(t))
+        copier = _Copier(src, engine, report, chunk, allow_partial, progress)
+        try:
+            for table in [*canonical, *extras]:
+                try:
+                    copier.copy(table, None if table in fresh else tables[table])
+                except _Unreadable:
+                    raise
+                except (sqlite3.DatabaseError, ValueError) as err:
+                    report.errors.append(f"{table}: unreadable ({err})")
+                    report.tables.setdefault(table, TableResult())
+                if table == "sessions":
+                    copier.finish_sessions()
+            copier.finish_placeholders()
+        except _Unreadable as err:
+            report.status = "damaged"
+            report.errors.append(f"{err}; rerun with --allow-partial to skip damaged rows")
+            return
+        checkpoint(engine, "TRUNCATE")
+        engine.dispose()
+        written = sum(t.written for t in report.tables.values())
+        lost = report.skipped_ranges or report.errors or any(
+            t.skipped for t in report.tables.values())
+        report.status = "nothing" if written == 0 and lost else ("partial" if lost else "complete")
+    finally:
+        src.close()
+
+
+def write_report(report: RecoveryReport, path: Path) -> None:
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(report.to_dict(), fh, indent=2, ensure_ascii=False)
+        fh.write("\n")

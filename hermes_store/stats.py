@@ -1,0 +1,438 @@
+"""What is in the store and where its bytes go: the library behind ``stats`` (and ``doctor``).
+
+Everything here reads: a caller-owned read transaction plus ``stat()`` and a read of the
+``-shm`` header. The WAL is judged by its checkpoint state (frames in the log against frames
+already copied back), read from the wal-index header, never by the file's size: a fully
+checkpointed WAL keeps its size until the next writer rewinds it, and that is healthy
+(lessons.md §8). Space per table and index comes from ``dbstat`` when the build has it.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, exc
+
+from .errors import SchemaMismatchError
+from .migrate import FTS_SHADOW_SUFFIXES
+
+SANE_MIN_EPOCH = 946684800.0  # 2000-01-01: anything older is a corrupt cell, not a session
+SANE_FUTURE_S = 86400.0
+WAL_INDEX_VERSION = 3007000
+FTS_SHARE_ADVICE = 0.40
+FREELIST_ADVICE = 0.20
+FREELIST_MIN_PAGES = 16
+WAL_PENDING_ADVICE_FRAMES = 16384  # 64 MiB at 4 KiB pages
+OPEN_ADVICE_RATIO = 0.5
+IDLE_OPEN_S = 86400.0
+
+# Columns stats reads beyond the legacy ones; their absence means "run upgrade".
+REQUIRED_COLUMNS = {"sessions": ("archived", "pinned", "ended_at", "source", "started_at"),
+                    "messages": ("compacted", "session_id")}
+
+_FTS_TABLES_SQL = ("SELECT name FROM sqlite_master WHERE type = 'table' "
+                   "AND lower(sql) LIKE 'create virtual table%using fts5%' ORDER BY name")
+_DBSTAT_SQL = "SELECT name, SUM(pgsize) FROM dbstat GROUP BY name"
+_LAST_ACTIVITY_OPEN_IDLE_SQL = """
+SELECT COUNT(*) FROM sessions s
+WHERE s.ended_at IS NULL AND MAX(
+    CASE WHEN s.started_at BETWEEN :lo AND :hi THEN s.started_at ELSE 0 END,
+    CASE WHEN s.last_activity_at BETWEEN :lo AND :hi THEN s.last_activity_at ELSE 0 END,
+    COALESCE((SELECT MAX(m.timestamp) FROM messages m
+              WHERE m.session_id = s.id AND m.timestamp BETWEEN :lo AND :hi), 0)
+) < :cutoff
+"""
+
+
+@dataclass
+class WalState:
+    """``state``: none (no WAL file), empty, checkpointed, pending, or unknown."""
+
+    state: str
+    bytes: int = 0
+    log_frames: int | None = None
+    checkpointed_frames: int | None = None
+
+    @property
+    def pending_frames(self) -> int:
+        if self.log_frames is None or self.checkpointed_frames is None:
+            return 0
+        return max(0, self.log_frames - self.checkpointed_frames)
+
+    def describe(self) -> str:
+        if self.state in ("none", "empty"):
+            return "no WAL content"
+        if self.state == "checkpointed":
+            return f"fully checkpointed ({self.log_frames} frames; reused by the next write)"
+        if self.state == "pending":
+            return (f"{self.pending_frames} of {self.log_frames} frames not yet checkpointed")
+        return "checkpoint state unknown (no readable -shm)"
+
+
+@dataclass
+class SpaceItem:
+    name: str
+    kind: str  # table | index | fts
+    table: str
+    bytes: int
+
+
+@dataclass
+class Space:
+    available: bool
+    items: list[SpaceItem] = field(default_factory=list)
+    fts_bytes: int = 0
+    fts_share: float | None = None
+    note: str | None = None
+
+
+@dataclass
+class Advice:
+    message: str
+    command: str
+
+
+@dataclass
+class StoreStats:
+    path: str
+    file_bytes: int
+    wal: WalState
+    page_size: int
+    page_count: int
+    freelist_count: int
+    sessions: dict[str, int]
+    messages: dict[str, int]
+    sources: list[dict[str, Any]]
+    oldest_open: dict[str, Any] | None
+    oldest: dict[str, Any] | None
+    newest: dict[str, Any] | None
+    space: Space
+    layout: dict[str, Any]
+    advice: list[Advice] = field(default_factory=list)
+
+    @property
+    def freelist_ratio(self) -> float:
+        return self.freelist_count / self.page_count if self.page_count else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["freelist_ratio"] = round(self.freelist_ratio, 4)
+        out["wal"]["pending_frames"] = self.wal.pending_frames
+        return out
+
+
+def sane_window(now: float | None = None) -> tuple[float, float]:
+    now = time.time() if now is None else now
+    return SANE_MIN_EPOCH, now + SANE_FUTURE_S
+
+
+# --------------------------------------------------------------------------- file level
+
+
+def wal_state(path: Path) -> WalState:
+    """Checkpoint state from the first wal-index header copy in ``-shm`` (read, never locked)."""
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    if not wal.exists():
+        return WalState("none")
+    size = wal.stat().st_size
+    if size == 0:
+        return WalState("empty", 0, 0, 0)
+    try:
+        with open(shm, "rb") as fh:
+            head = fh.read(100)
+    except OSError:
+        return WalState("unknown", size)
+    if len(head) < 100 or struct.unpack_from("=I", head, 0)[0] != WAL_INDEX_VERSION:
+        return WalState("unknown", size)
+    mx_frame = struct.unpack_from("=I", head, 16)[0]
+    backfill = struct.unpack_from("=I", head, 96)[0]
+    if mx_frame == 0:
+        return WalState("empty", size, 0, 0)
+    state = "checkpointed" if backfill >= mx_frame else "pending"
+    return WalState(state, size, mx_frame, backfill)
+
+
+def fts_tables(conn: Connection) -> list[str]:
+    return [r[0] for r in conn.exec_driver_sql(_FTS_TABLES_SQL)]
+
+
+def _columns(conn: Connection, table: str) -> set[str]:
+    # ``table`` comes from REQUIRED_COLUMNS, a fixed set.
+    return {r[1] for r in conn.exec_driver_sql(f"PRAGMA table_info({table})")}
+
+
+def probe_columns(conn: Connection) -> list[str]:
+    """``table.column`` names stats needs that the store lacks (behind the code)."""
+    missing = []
+    for table, cols in REQUIRED_COLUMNS.items():
+        have = _columns(conn, table)
+        missing += [f"{table}.{c}" for c in cols if c not in have]
+    return missing
+
+
+def space_usage(conn: Connection, page_size: int, page_count: int) -> Space:
+    try:
+        rows = conn.exec_driver_sql(_DBSTAT_SQL).all()
+    except exc.DBAPIError as err:
+        return Space(False, note=f"per-table sizes unavailable: this SQLite has no dbstat ({err.orig})")
+    master = {r[0]: (r[1], r[2]) for r in conn.exec_driver_sql(
+        "SELECT name, type, tbl_name FROM sqlite_master")}
+    fts = fts_tables(conn)
+    shadow_of = {f"{t}{s}": t for t in fts for s in FTS_SHADOW_SUFFIXES}
+    items: list[SpaceItem] = []
+    fts_bytes = 0
+    for name, size in rows:
+        kind, table = master.get(name, ("table", name))
+        if name in shadow_of or master.get(table, ("", ""))[1] in shadow_of or table in shadow_of:
+            kind, table = "fts", shadow_of.get(name) or shadow_of.get(table, table)
+            fts_bytes += int(size)
+        elif name == "sqlite_schema" or name == "sqlite_master":
+            kind, table = "table", name
+        items.append(SpaceItem(name, kind, table, int(size)))
+    items.sort(key=lambda i: -i.bytes)
+    total = page_size * page_count
+    return Space(True, items, fts_bytes, round(fts_bytes / total, 4) if total else None)
+
+
+# --------------------------------------------------------------------------- content
+
+
+def _one_session(conn: Connection, where: str, order: str, lo: float, hi: float
+                 ) -> dict[str, Any] | None:
+    # ``where`` and ``order`` are fixed fragments chosen below, never user input.
+    row = conn.exec_driver_sql(
+        f"SELECT id, started_at, source, title FROM sessions WHERE {where} "
+        f"AND started_at BETWEEN ? AND ? ORDER BY started_at {order} LIMIT 1", (lo, hi)).first()
+    if row is None:
+        return None
+    return {"id": row[0], "started_at": row[1], "source": row[2], "title": row[3]}
+
+
+def state_markers(conn: Connection) -> dict[str, str]:
+    try:
+        return {str(k): v for k, v in conn.exec_driver_sql("SELECT key, value FROM state_meta")}
+    except exc.DBAPIError:
+        return {}
+
+
+def layout_info(conn: Connection) -> dict[str, Any]:
+    """The derived-index layout as recorded in ``state_meta``; any keys may be absent."""
+    markers = state_markers(conn)
+    relevant = {k: v for k, v in markers.items() if "fts" in k or "layout" in k}
+    version = next((v for k, v in sorted(relevant.items()) if "layout" in k), None)
+    info: dict[str, Any] = {"version": version, "markers": relevant, "fts_tables": fts_tables(conn),
+                            "backfill": None}
+    high, progress = relevant.get("fts_rebuild_high_water"), relevant.get("fts_rebuild_progress")
+    if high is not None:
+        try:
+            high_i, prog_i = int(high), int(progress or 0)
+        except ValueError:
+            info["backfill"] = {"pending": True, "note": f"unreadable markers {high!r}/{progress!r}"}
+        else:
+            total = conn.exec_driver_sql("SELECT COUNT(*) FROM messages WHERE id <= ?",
+                                         (high_i,)).scalar() or 0
+            done = conn.exec_driver_sql("SELECT COUNT(*) FROM messages WHERE id <= ?",
+                                        (min(prog_i, high_i),)).scalar() or 0
+            info["backfill"] = {"pending": prog_i < high_i, "done": int(done), "total": int(total),
+                                "high_water": high_i, "progress": prog_i}
+    return info
+
+
+def idle_open_sessions(conn: Connection, idle_s: float = IDLE_OPEN_S,
+                       now: float | None = None) -> int:
+    lo, hi = sane_window(now)
+    cutoff = (time.time() if now is None else now) - idle_s
+    return int(conn.exec_driver_sql(
+        _LAST_ACTIVITY_OPEN_IDLE_SQL, {"lo": lo, "hi": hi, "cutoff": cutoff}).scalar() or 0)
+
+
+def collect(conn: Connection, path: Path) -> StoreStats:
+    """Everything ``stats`` prints, read inside the caller's read transaction."""
+    missing = probe_columns(conn)
+    if missing:
+        raise SchemaMismatchError(
+            f"the store lacks {', '.join(missing)}: run `hermes-store upgrade`", state="behind")
+    page_size = int(conn.exec_driver_sql("PRAGMA page_size").scalar() or 0)
+    page_count = int(conn.exec_driver_sql("PRAGMA page_count").scalar() or 0)
+    freelist = int(conn.exec_driver_sql("PRAGMA freelist_count").scalar() or 0)
+    s = conn.exec_driver_sql(
+        "SELECT COUNT(*), SUM(ended_at IS NULL), SUM(ended_at IS NOT NULL), "
+        "SUM(archived != 0), SUM(pinned != 0) FROM sessions").one()
+    m = conn.exec_driver_sql(
+        "SELECT COUNT(*), SUM(compacted != 0) FROM messages").one()
+    sources = [{"source": r[0], "sessions": int(r[1])} for r in conn.exec_driver_sql(
+        "SELECT source, COUNT(*) FROM sessions GROUP BY source ORDER BY COUNT(*) DESC, source")]
+    lo, hi = sane_window()
+    stats = StoreStats(
+        path=str(path),
+        file_bytes=path.stat().st_size,
+        wal=wal_state(path),
+        page_size=page_size,
+        page_count=page_count,
+        freelist_count=freelist,
+        sessions={"total": int(s[0]), "open": int(s[1] or 0), "ended": int(s[2] or 0),
+                  "archived": int(s[3] or 0), "pinned": int(s[4] or 0)},
+        messages={"total": int(m[0]), "compacted": int(m[1] or 0),
+                  "uncompacted": int(m[0]) - int(m[1] or 0)},
+        sources=sources,
+        oldest_open=_one_session(conn, "ended_at IS NULL", "ASC", lo, hi),
+        oldest=_one_session(conn, "1=1", "ASC", lo, hi),
+        newest=_one_session(conn, "1=1", "DESC", lo, hi),
+        space=space_usage(conn, page_size, page_count),
+        layout=layout_info(conn),
+    )
+    stats.advice = advise(stats)
+    return stats
+
+
+def advise(st: StoreStats) -> list[Advice]:
+    """Findings worth acting on, each naming the command that acts on it."""
+    out: list[Advice] = []
+    share = st.space.fts_share
+    if share is not None and share >= FTS_SHARE_ADVICE:
+        out.append(Advice(f"FTS is {share:.0%} of the file", "hermes-store optimize-storage"))
+    backfill = st.layout.get("backfill") or {}
+    if backfill.get("pending"):
+        out.append(Advice("a search-index backfill is incomplete (search may miss older rows)",
+                          "hermes-store optimize-storage"))
+    if st.freelist_count >= FREELIST_MIN_PAGES and st.freelist_ratio >= FREELIST_ADVICE:
+        out.append(Advice(f"freelist {st.freelist_ratio:.0%} of the file is unused pages",
+                          "hermes-store optimize"))
+    if st.wal.state == "pending" and st.wal.pending_frames >= WAL_PENDING_ADVICE_FRAMES:
+        out.append(Advice(f"the WAL holds {st.wal.pending_frames} frames not yet checkpointed "
+                          "(a long-running reader may be blocking checkpoints)",
+                          "hermes-store optimize"))
+    total, open_ = st.sessions["total"], st.sessions["open"]
+    if total and open_ / total >= OPEN_ADVICE_RATIO and open_ > 1:
+        out.append(Advice(f"{open_} of {total} sessions never ended; prune skips them",
+                          "hermes-store close --older-than 7d"))
+    if not st.space.available:
+        out.append(Advice("per-table sizes need a SQLite build with dbstat",
+                          "hermes-store stats (under a Python whose SQLite has dbstat)"))
+    return out
+
+
+# --------------------------------------------------------------------------- doctor
+
+_VOCAB_CREATE = "CREATE VIRTUAL TABLE temp.hermes_doctor_vocab USING fts5vocab(main, {t}, 'instance')"
+_VOCAB_SCAN = "SELECT COUNT(*) FROM temp.hermes_doctor_vocab"
+_VOCAB_DROP = "DROP TABLE IF EXISTS temp.hermes_doctor_vocab"
+
+
+@dataclass
+class Finding:
+    check: str
+    status: str  # ok | info | warn | damage
+    detail: str
+    fix: str | None = None
+
+
+@dataclass
+class DoctorReport:
+    path: str
+    schema: dict[str, Any]
+    findings: list[Finding]
+    stats: StoreStats | None
+    holders: list[tuple[int, str]]
+    sqlite_version: str
+
+    @property
+    def damaged(self) -> bool:
+        return any(f.status == "damage" for f in self.findings)
+
+    @property
+    def warnings(self) -> int:
+        return sum(f.status == "warn" for f in self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "healthy": not self.damaged, "damaged": self.damaged,
+                "warnings": self.warnings,
+                "schema": self.schema, "sqlite_version": self.sqlite_version,
+                "holders": [{"pid": p, "cmdline": c} for p, c in self.holders],
+                "findings": [asdict(f) for f in self.findings],
+                "stats": self.stats.to_dict() if self.stats else None}
+
+
+def has_wal_reset_bug(version: tuple[int, ...]) -> bool:
+    """SQLite's WAL-reset bug: fixed in 3.51.3, backported to 3.50.7 and 3.44.6."""
+    v = tuple(version[:3])
+    fixed = v >= (3, 51, 3) or (3, 50, 7) <= v < (3, 51, 0) or (3, 44, 6) <= v < (3, 45, 0)
+    return not fixed
+
+
+def _integrity(conn: Connection, full: bool) -> Finding:
+    pragma = "integrity_check" if full else "quick_check"
+    try:
+        rows = [str(r[0]) for r in conn.exec_driver_sql(f"PRAGMA {pragma}")]
+    except exc.DBAPIError as err:
+        rows = [str(err.orig)]
+    if rows == ["ok"]:
+        return Finding(pragma, "ok", "ok")
+    return Finding(pragma, "damage", "; ".join(rows[:5]),
+                   "hermes-store repair --check-only, then hermes-store repair")
+
+
+def _fts_structure(conn: Connection, table: str) -> Finding:
+    """Read every term instance of the index: a read-only stand-in for FTS5 integrity-check,
+    which is an INSERT and so needs the write lock; ``repair --check-only`` runs the real one."""
+    try:
+        # ``table`` comes from sqlite_master's fts5 entries, not from user input.
+        conn.exec_driver_sql(_VOCAB_CREATE.format(t=f'"{table}"'))
+        count = conn.exec_driver_sql(_VOCAB_SCAN).scalar()
+        return Finding(f"fts:{table}", "ok", f"index readable ({count} term instances)")
+    except exc.DBAPIError as err:
+        return Finding(f"fts:{table}", "damage", f"index unreadable: {err.orig}",
+                       "hermes-store repair")
+    finally:
+        conn.exec_driver_sql(_VOCAB_DROP)
+
+
+def diagnose(conn: Connection, path: Path, *, full: bool = False,
+             holders: list[tuple[int, str]] | None = None,
+             sqlite_version: tuple[int, ...] = (0,)) -> DoctorReport:
+    """The read-only health report, inside the caller's read transaction."""
+    from .migrate import status_of
+
+    findings: list[Finding] = []
+    st = status_of(conn)
+    schema = {"state": st.state, "revision": st.current, "head": st.head, "pending": st.pending,
+              "legacy_version": st.legacy_version}
+    findings.append(Finding("schema", "ok" if st.at_head else "warn", st.describe(),
+                            None if st.at_head else "hermes-store upgrade"))
+    findings.append(_integrity(conn, full))
+    for table in fts_tables(conn):
+        findings.append(_fts_structure(conn, table))
+    stats = None
+    try:
+        stats = collect(conn, path)
+    except SchemaMismatchError as err:
+        findings.append(Finding("stats", "warn", str(err), "hermes-store upgrade"))
+    if stats is not None:
+        wal = stats.wal
+        busy = wal.state == "pending" and wal.pending_frames >= WAL_PENDING_ADVICE_FRAMES
+        findings.append(Finding("wal", "warn" if busy else "ok", wal.describe(),
+                                "stop idle readers, then hermes-store optimize" if busy else None))
+        idle = idle_open_sessions(conn)
+        findings.append(Finding(
+            "never_ended", "warn" if idle else "ok",
+            f"{stats.sessions['open']} open sessions, {idle} idle for more than a day",
+            "hermes-store close --older-than 1d" if idle else None))
+        findings += [Finding("advice", "info", a.message, a.command) for a in stats.advice]
+    version = ".".join(map(str, sqlite_version))
+    if has_wal_reset_bug(sqlite_version):
+        findings.append(Finding(
+            "sqlite_version", "warn",
+            f"SQLite {version} has the WAL-reset bug (fixed in 3.51.3; backports 3.50.7, "
+            "3.44.6): never run the sqlite3 shell (.recover, .backup) on the live store",
+            "hermes-store recover works on a copy; prefer a Python built with SQLite >= 3.51.3"))
+    else:
+        findings.append(Finding("sqlite_version", "ok", f"SQLite {version}"))
+    held = holders or []
+    findings.append(Finding(
+        "holders", "info",
+        "; ".join(f"pid {p}: {c}" for p, c in held) if held else "no other process holds the store"))
+    return DoctorReport(str(path), schema, findings, stats, held, version)
