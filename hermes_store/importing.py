@@ -380,12 +380,13 @@ def _find_imported(conn: Connection, parsed: ImportedSession) -> tuple[str, dict
     return None
 
 
-def _message_rows(parsed: ImportedSession, start: int = 0) -> list[dict[str, Any]]:
+def _message_rows(parsed: ImportedSession, sid: str, start: int = 0) -> list[dict[str, Any]]:
     keys = ("role", "content", "tool_call_id", "tool_name", "timestamp", "reasoning",
             "finish_reason", "active", "compacted")
     out = []
     for m in parsed.messages[start:]:
         row = {k: m.get(k) for k in keys}
+        row["session_id"] = sid
         row["tool_calls"] = json.dumps(m["tool_calls"], ensure_ascii=False) if m.get("tool_calls") else None
         out.append(row)
     return out
@@ -472,7 +473,7 @@ def _write_foreign(conn: Connection, parsed: ImportedSession, sid: str, plan: st
         if conn.scalar(select(s.id).where(s.id == sid)) is not None:
             raise ValueError(f"session {sid} already exists and was not imported from this log")
         values["title"] = _unique_title(conn, SESSIONS, parsed.title, sid)
-        rows = _message_rows(parsed)
+        rows = _message_rows(parsed, sid)
         conn.execute(insert(SESSIONS).values(id=sid, message_count=len(rows),
                                              tool_call_count=parsed.tool_call_count, **values))
         _insert_messages(conn, messages, rows, keep_ids=False)
@@ -482,7 +483,7 @@ def _write_foreign(conn: Connection, parsed: ImportedSession, sid: str, plan: st
         raise ValueError("the session changed while this file was being read; run the import again")
     if plan == "replace":
         conn.execute(delete(messages).where(messages.c.session_id == sid))
-        rows = _message_rows(parsed)
+        rows = _message_rows(parsed, sid)
         values["title"] = _unique_title(conn, SESSIONS, parsed.title, sid)
         conn.execute(update(SESSIONS).where(s.id == sid).values(
             message_count=len(rows), tool_call_count=parsed.tool_call_count, **values))
@@ -490,7 +491,7 @@ def _write_foreign(conn: Connection, parsed: ImportedSession, sid: str, plan: st
         return len(rows)
     prev_n = int(current.get("messages_imported") or 0)
     _refresh_flags(conn, messages, sid, parsed, prev_n)
-    rows = _message_rows(parsed, prev_n)
+    rows = _message_rows(parsed, sid, prev_n)
     new_calls = sum(len(m.get("tool_calls") or ()) for m in parsed.messages[prev_n:])
     conn.execute(update(SESSIONS).where(s.id == sid).values(
         message_count=func.coalesce(s.message_count, 0) + len(rows),
