@@ -34,7 +34,7 @@ from .errors import (
     HermesStoreError,
     SchemaMismatchError,
     StoreNotFoundError,
-    StoreUsageError,
+    UsageError,
 )
 from .holders import ensure_not_held, find_holders
 from .paths import resolve_db_path
@@ -538,7 +538,7 @@ def recover(obj: Ctx, source: Path | None, output: Path, inspect_only: bool,
     src = source or obj.db
     report_file = report_path or Path(f"{output}.recovery.json")
     if report_file.exists():
-        raise StoreUsageError(f"{report_file} already exists; choose another --report")
+        raise UsageError(f"{report_file} already exists; choose another --report")
     with obj.progress() as update:
         report = salvage.recover_store(src, output, work_dir=work_dir, chunk_size=chunk_size,
                                        allow_partial=allow_partial, inspect_only=inspect_only,

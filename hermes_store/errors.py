@@ -112,13 +112,6 @@ class OutputExistsError(HermesStoreError, FileExistsError):
         self.path = path
 
 
-class StoreUsageError(HermesStoreError, ValueError):
-    """A request the library refuses before touching anything (an existing output file, …)."""
-
-    exit_code = 2
-    code = "usage"
-
-
 class StoreReplacedError(HermesStoreError, sqlite3.OperationalError):
     """The store's file was deleted or replaced under an open process; the write was refused."""
 

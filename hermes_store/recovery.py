@@ -213,6 +213,8 @@ def probe_store(path: str | Path, *, full: bool = False) -> list[Probe]:
         raise StoreNotFoundError(f"no store at {p}")
     try:
         engine = open_engine(p)
+        # Pooled connections keep the schema they parsed; a damaged schema must be read afresh.
+        engine.dispose()
         with engine.connect() as conn:
             with conn.begin():
                 rows = schema_rows(conn)
@@ -267,20 +269,75 @@ def _schema_surgery(path: Path, dups: list[tuple[str, str, int]]) -> list[str]:
     return [f"removed duplicate schema rows of {kind} {name}" for kind, name, _ in dups]
 
 
+_CONTENT_OPT = re.compile(r"\bcontent\s*=\s*'([^']*)'", re.I)
+_ROWID_OPT = re.compile(r"\bcontent_rowid\s*=\s*'([^']*)'", re.I)
+_WINDOW_SQL = ("SELECT CAST(p.value AS INTEGER), CAST(h.value AS INTEGER) FROM state_meta h "
+               "JOIN state_meta p ON p.key = 'fts_rebuild_progress' "
+               "WHERE h.key = 'fts_rebuild_high_water'")
+
+
+def _attempt(conn: Connection, fn: Callable[[], Any]) -> str | None:
+    """Run ``fn`` inside a savepoint; undo it and return the error text if it fails."""
+    conn.exec_driver_sql("SAVEPOINT hermes_fix")
+    try:
+        fn()
+    except (exc.DBAPIError, StoreDamagedError) as err:
+        conn.exec_driver_sql("ROLLBACK TO hermes_fix")
+        conn.exec_driver_sql("RELEASE hermes_fix")
+        return _message(err)
+    conn.exec_driver_sql("RELEASE hermes_fix")
+    return None
+
+
+def _backfill_window(conn: Connection) -> tuple[int, int] | None:
+    """Rows in (progress, high_water] are not indexed yet by design (cli-and-formats §3.4)."""
+    try:
+        row = conn.exec_driver_sql(_WINDOW_SQL).first()
+    except exc.DBAPIError:
+        return None
+    return (int(row[0]), int(row[1])) if row is not None else None
+
+
+def _reindex_external(conn: Connection, table: str, sql: str) -> None:
+    """FTS5 ``rebuild`` by hand: empty the index, re-insert every row of its content table."""
+    content, rowid = _CONTENT_OPT.search(sql), _ROWID_OPT.search(sql)
+    if content is None or not content.group(1):
+        raise StoreDamagedError(f"{table} stores no content it could be rebuilt from")
+    cols = [r[1] for r in conn.exec_driver_sql(f"PRAGMA table_info({_quote(table)})")]
+    key = rowid.group(1) if rowid else "rowid"
+    names = ", ".join(map(_quote, cols))
+    where, params = "", ()
+    window = _backfill_window(conn)
+    if window is not None:
+        where, params = f" WHERE NOT ({_quote(key)} > ? AND {_quote(key)} <= ?)", window
+    conn.exec_driver_sql(f"INSERT INTO {_quote(table)}({_quote(table)}) VALUES ('delete-all')")
+    conn.exec_driver_sql(
+        f"INSERT INTO {_quote(table)}(rowid, {names}) SELECT {_quote(key)}, {names} "
+        f"FROM {_quote(content.group(1))}{where}", params)
+
+
 def _rebuild_fts(conn: Connection) -> list[str]:
+    """The search layer's own rebuild when it has one and it works; else each index alone."""
     try:
         maintenance = importlib.import_module("hermes_store.maintenance")
     except ImportError:
         maintenance = None
     rebuild: Callable[[Connection], Any] | None = (
         getattr(maintenance, "rebuild_indexes", None) or getattr(maintenance, "rebuild_fts", None))
+    done: list[str] = []
     if rebuild is not None:
-        rebuild(conn)
-        return [f"rebuilt the search indexes (maintenance.{rebuild.__name__})"]
-    done = []
+        error = _attempt(conn, lambda: rebuild(conn))
+        if error is None:
+            return [f"rebuilt the search indexes (maintenance.{rebuild.__name__})"]
+        done.append(f"maintenance.{rebuild.__name__} failed ({error}); rebuilding index by index")
+    sql_of = {n: sql for t, n, _, sql in schema_rows(conn) if t == "table"}
     for table in fts5_tables(schema_rows(conn)):
-        conn.exec_driver_sql(f"INSERT INTO {_quote(table)}({_quote(table)}) VALUES ('rebuild')")
-        done.append(f"rebuilt FTS index {table}")
+        stmt = f"INSERT INTO {_quote(table)}({_quote(table)}) VALUES ('rebuild')"
+        error = _attempt(conn, lambda: conn.exec_driver_sql(stmt))
+        if error is not None:
+            error = _attempt(conn, lambda: _reindex_external(conn, table, sql_of[table]))
+        done.append(f"rebuilt FTS index {table}" if error is None
+                    else f"could not rebuild {table}: {error}")
     return done
 
 

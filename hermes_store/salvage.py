@@ -39,7 +39,7 @@ from sqlalchemy import Connection
 from . import __version__, migrate
 from .backup import copy_with_sidecars, require_free_space, store_bytes
 from .engine import FILE_MODE, checkpoint, open_engine, run_write
-from .errors import StoreNotFoundError, StoreUsageError
+from .errors import StoreNotFoundError, UsageError
 from .holders import SIDECAR_SUFFIXES, ensure_not_held
 from .models import Base
 
@@ -325,9 +325,9 @@ def recover_store(source: str | os.PathLike[str], output: str | os.PathLike[str]
     if not src_path.exists():
         raise StoreNotFoundError(f"no store at {src_path}")
     if chunk_size < 1:
-        raise StoreUsageError("--chunk-size must be at least 1")
+        raise UsageError("--chunk-size must be at least 1")
     if not inspect_only and (out_path.exists() or out_path.resolve() == src_path.resolve()):
-        raise StoreUsageError(f"{out_path} already exists; recover only writes a new file")
+        raise UsageError(f"{out_path} already exists; recover only writes a new file")
     ensure_not_held(src_path, force=force, what="recover (stop the agent first)")
     start = time.monotonic()
     report = RecoveryReport(str(src_path), None if inspect_only else str(out_path),

@@ -1,0 +1,153 @@
+"""hermes-store repair: probes tell fresh from broken, fixes run after a backup, then re-probe."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from cli_support import add_session, held_by_other_process, run, run_json, sha256
+
+from hermes_store import migrate
+
+
+def _tables(path: Path) -> set[str]:
+    con = sqlite3.connect(path)
+    names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    con.close()
+    return names
+
+
+def _backups(path: Path) -> list[Path]:
+    return sorted(path.parent.glob(f"{path.name}.repair-*"))
+
+
+@pytest.fixture
+def store(head_db: Path) -> Path:
+    add_session(head_db, "20260101_000000_aaaaaaaa", 40, text="alpha beta gamma")
+    return head_db
+
+
+def test_a_healthy_store_passes_every_probe(store: Path) -> None:
+    code, doc = run_json("--db", str(store), "repair", "--check-only")
+    assert code == 0, doc
+    names = [p["name"] for p in doc["probes"]]
+    assert names[:4] == ["opens", "quick_check", "orphan_fts_shadows", "dead_triggers"]
+    assert "write_probe" in names and any(n.startswith("fts:") for n in names)
+    assert doc["healthy"] is True and doc["backup"] == []
+
+
+def test_the_write_probe_leaves_no_trace(store: Path) -> None:
+    con = sqlite3.connect(store)
+    before = con.execute("SELECT COUNT(*), MAX(id) FROM messages").fetchone()
+    assert run("--db", str(store), "repair", "--check-only").exit_code == 0
+    assert con.execute("SELECT COUNT(*), MAX(id) FROM messages").fetchone() == before
+    con.close()
+
+
+def test_orphan_shadow_tables_are_found_then_dropped_after_a_backup(store: Path) -> None:
+    base = next(t for t in migrate.KNOWN_FTS_TABLES if t not in _tables(store))
+    con = sqlite3.connect(store)
+    with con:
+        con.execute(f'CREATE TABLE "{base}_data" (id INTEGER PRIMARY KEY, block BLOB)')
+        con.execute(f'CREATE TABLE "{base}_config" (k PRIMARY KEY, v) WITHOUT ROWID')
+    con.close()
+    code, doc = run_json("--db", str(store), "repair", "--check-only")
+    assert code == 7
+    orphan = next(p for p in doc["probes"] if p["name"] == "orphan_fts_shadows")
+    assert f"{base}_data" in orphan["detail"] and orphan["ok"] is False
+    assert _backups(store) == []  # --check-only changes nothing
+
+    code, doc = run_json("--db", str(store), "repair")
+    assert code == 0, doc
+    assert not {f"{base}_data", f"{base}_config"} & _tables(store)
+    assert _backups(store) and f"{base}_data" in _tables(_backups(store)[0])
+
+
+def test_a_trigger_whose_table_is_gone_is_not_mistaken_for_a_fresh_store(store: Path) -> None:
+    con = sqlite3.connect(store)
+    with con:
+        con.execute("DROP TABLE messages_fts")
+    con.close()
+    code, doc = run_json("--db", str(store), "repair", "--check-only")
+    assert code == 7
+    failed = {p["name"]: p["detail"] for p in doc["probes"] if not p["ok"]}
+    assert "messages_fts" in failed["dead_triggers"]
+    assert "no such table" in failed["write_probe"]
+
+    code, doc = run_json("--db", str(store), "repair")
+    assert code == 0, doc
+    assert any("dropped trigger" in a for a in doc["actions"])
+    add_session(store, "20260102_000000_bbbbbbbb", 3)  # writes work again
+
+
+def test_a_corrupt_fts_index_is_rebuilt(store: Path) -> None:
+    con = sqlite3.connect(store)
+    with con:
+        con.execute("UPDATE messages_fts_data SET block = randomblob(length(block)) "
+                    "WHERE id IN (SELECT id FROM messages_fts_data WHERE id > 10 LIMIT 2)")
+    con.close()
+    code, doc = run_json("--db", str(store), "repair", "--check-only")
+    assert code == 7
+    assert not next(p for p in doc["probes"] if p["name"] == "fts:messages_fts")["ok"]
+
+    code, doc = run_json("--db", str(store), "repair")
+    assert code == 0, doc
+    assert all(p["ok"] for p in doc["after"])
+    con = sqlite3.connect(store)
+    hits = con.execute("SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH 'gamma'")
+    assert hits.fetchone()[0] == 40
+    con.close()
+
+
+def test_a_duplicate_schema_row_is_removed_by_surgery_on_a_backed_up_file(store: Path) -> None:
+    con = sqlite3.connect(store)
+    con.execute("PRAGMA writable_schema=ON")
+    with con:
+        con.execute("INSERT INTO sqlite_master SELECT * FROM sqlite_master "
+                    "WHERE name = 'messages_fts'")
+    con.close()
+    code, doc = run_json("--db", str(store), "repair", "--check-only")
+    assert code == 7
+    assert "duplicate schema rows" in doc["probes"][0]["detail"]
+
+    code, doc = run_json("--db", str(store), "repair")
+    assert code == 0, doc
+    assert _backups(store)
+    con = sqlite3.connect(store)
+    assert con.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 40
+    con.close()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_an_unreadable_file_is_a_clear_error_naming_recover(store: Path, damage: str) -> None:
+    con = sqlite3.connect(store)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    if damage == "garbage":
+        store.write_bytes(b"\x00garbage" * 4096)
+    else:
+        store.write_bytes(store.read_bytes()[:60])
+    before = sha256(store)
+    result = run("--db", str(store), "repair")
+    assert result.exit_code == 7
+    assert "recover --source" in result.stdout and "--inspect-only" in result.stdout
+    assert ".recover" not in result.stdout  # never the sqlite3 shell on the live file
+    assert sha256(store) == before
+
+
+def test_fixing_refuses_while_another_process_holds_the_store(store: Path) -> None:
+    con = sqlite3.connect(store)
+    with con:
+        con.execute("DROP TABLE messages_fts")
+    con.close()
+    with held_by_other_process(store) as pid:
+        code, doc = run_json("--db", str(store), "repair")
+        assert code == 5
+        assert doc["error"]["code"] == "held"
+        assert pid in [h[0] for h in doc["error"]["holders"]]
+    assert _backups(store) == []
+
+
+def test_repair_of_a_missing_store_exits_3(tmp_path: Path) -> None:
+    assert run("--db", str(tmp_path / "none.db"), "repair").exit_code == 3
