@@ -21,7 +21,7 @@ from typing import Any, TextIO
 from hermes_store.errors import OutputExistsError, UsageError
 from hermes_store.export_reader import StoreReader, content_text, iso_utc, sane_time
 from hermes_store.exporters import (
-    EXPORTER, ExportOptions, ExportResult, Progress, _is_dir_target, _parse_calls, _Scrub, _tick,
+    EXPORTER, ExportOptions, ExportResult, Progress, is_dir_target, parse_tool_calls, Scrub, tick,
     default_export_dir, dumps, open_output, slug,
 )
 
@@ -98,14 +98,14 @@ def _markdown_groups(reader: StoreReader, ids: Sequence[str], logical: bool) -> 
 
 
 def write_markdown(reader: StoreReader, ids: Sequence[str], output: str | os.PathLike[str] | None,
-                   options: ExportOptions, scrub: _Scrub, result: ExportResult,
+                   options: ExportOptions, scrub: Scrub, result: ExportResult,
                    progress: Progress | None) -> None:
     """One verified file per session (or per lineage with ``lineage='logical'``) plus a manifest."""
     ext = options.format
     groups = _markdown_groups(reader, ids, options.lineage == "logical")
     if output is None:
         directory, single = default_export_dir(), None
-    elif _is_dir_target(output):
+    elif is_dir_target(output):
         directory, single = Path(output), None
     elif len(groups) == 1:
         directory, single = Path(output).parent, Path(output)
@@ -138,7 +138,7 @@ def write_markdown(reader: StoreReader, ids: Sequence[str], output: str | os.Pat
             f.write(dumps(record) + "\n")
         if stored != exported:
             result.notes.append(f"{group[-1]}: exported {exported} messages, store has {stored}")
-        _tick(progress, group[-1], result.sessions)
+        tick(progress, group[-1], result.sessions)
     result.manifest = str(manifest)
 
 
@@ -160,7 +160,7 @@ def _front_matter(meta: dict[str, Any], group: list[str], stored: int, newest: A
 
 
 def _write_markdown_body(reader: StoreReader, group: list[str], lineage: list[str],
-                         meta: dict[str, Any], w: _HashingWriter, options: ExportOptions, scrub: _Scrub) -> tuple[int, int]:
+                         meta: dict[str, Any], w: _HashingWriter, options: ExportOptions, scrub: Scrub) -> tuple[int, int]:
     stats = [reader.message_stats(sid) for sid in group]
     stored = sum(n for n, _ in stats)
     newest = max((t for _, t in stats if sane_time(t) is not None), default=None)
@@ -199,7 +199,7 @@ def _write_markdown_message(w: _HashingWriter, msg: dict[str, Any]) -> None:
     text = content_text(msg.get("content"))
     if text:
         w.write(text.rstrip("\n") + "\n\n")
-    for call in _parse_calls(msg.get("tool_calls")):
+    for call in parse_tool_calls(msg.get("tool_calls")):
         w.write(f"Tool call `{call['name']}` (`{call['id']}`):\n\n")
         w.write(_fence(_pretty_args(call["arguments"]), "json") + "\n")
 
@@ -231,7 +231,7 @@ def _e(value: Any) -> str:
 
 
 def write_html(reader: StoreReader, ids: Sequence[str], target: Path, options: ExportOptions,
-               scrub: _Scrub, result: ExportResult, progress: Progress | None) -> None:
+               scrub: Scrub, result: ExportResult, progress: Progress | None) -> None:
     """One self-contained page: inline CSS, no script or network fetch, a sidebar for several sessions."""
     heads = [(sid, scrub.session(reader.session(sid) or {"id": sid})) for sid in ids]
     page_title = (_display(heads[0][1].get("title")) or heads[0][0]) if len(heads) == 1 else (
@@ -249,13 +249,13 @@ def write_html(reader: StoreReader, ids: Sequence[str], target: Path, options: E
         for sid, meta in heads:
             result.messages += _write_html_session(reader, sid, meta, out, scrub)
             result.sessions += 1
-            _tick(progress, sid, result.sessions)
+            tick(progress, sid, result.sessions)
         out.write("</main></body></html>\n")
     result.files.append(str(target))
 
 
 def _write_html_session(reader: StoreReader, sid: str, meta: dict[str, Any], out: TextIO,
-                        scrub: _Scrub) -> int:
+                        scrub: Scrub) -> int:
     out.write(f"<section id=\"s-{_e(sid)}\"><h1>{_e(meta.get('title') or sid)}</h1>\n")
     facts = [("ID", sid), ("Source", meta.get("source")), ("Model", meta.get("model")),
              ("Working directory", meta.get("cwd")), ("Branch", meta.get("git_branch")),
@@ -282,7 +282,7 @@ def _write_html_session(reader: StoreReader, sid: str, meta: dict[str, Any], out
         reasoning = msg.get("reasoning") or msg.get("reasoning_content")
         if isinstance(reasoning, str) and reasoning.strip():
             out.write(f"<details><summary>Reasoning</summary><pre>{_e(reasoning)}</pre></details>")
-        for call in _parse_calls(msg.get("tool_calls")):
+        for call in parse_tool_calls(msg.get("tool_calls")):
             out.write(f"<details><summary>Tool call: {_e(call['name'])}</summary>"
                       f"<pre>{_e(_pretty_args(call['arguments']))}</pre></details>")
         out.write("</div>\n")

@@ -119,7 +119,7 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, **_DUMPS)  # type: ignore[arg-type]
 
 
-class _Scrub:
+class Scrub:
     """Applies the export's redaction policy to rows (a pass-through when redaction is off)."""
 
     def __init__(self, options: ExportOptions) -> None:
@@ -182,7 +182,7 @@ def default_export_dir() -> Path:
     return default_db_path().parent / "session-exports"
 
 
-def _is_dir_target(output: str | os.PathLike[str]) -> bool:
+def is_dir_target(output: str | os.PathLike[str]) -> bool:
     text = os.fspath(output)
     return text.endswith(("/", os.sep)) or Path(text).is_dir()
 
@@ -217,7 +217,7 @@ def export_sessions(conn: Connection, output: str | os.PathLike[str] | None,
         for sid in ids:
             if sid not in known:
                 raise SessionNotFoundError(sid)
-    scrub = _Scrub(options)
+    scrub = Scrub(options)
     result = ExportResult(format=options.format, redacted=scrub.on)
     stdout = output is not None and os.fspath(output) == "-"
     if options.only == "user-prompts":
@@ -228,7 +228,7 @@ def export_sessions(conn: Connection, output: str | os.PathLike[str] | None,
             for sid in ids:
                 result.messages += _write_jsonl_session(reader, sid, out, options, scrub)
                 result.sessions += 1
-                _tick(progress, sid, result.sessions)
+                tick(progress, sid, result.sessions)
         result.files.append("-" if target is None else str(target))
     elif options.format == "trace":
         _export_traces(reader, ids, output, stdout, options, scrub, result, progress)
@@ -247,7 +247,7 @@ def export_sessions(conn: Connection, output: str | os.PathLike[str] | None,
     return result
 
 
-def _tick(progress: Progress | None, sid: str, n: int) -> None:
+def tick(progress: Progress | None, sid: str, n: int) -> None:
     if progress is not None:
         progress(sid, n)
 
@@ -258,7 +258,7 @@ def _single_target(output: str | os.PathLike[str] | None, stdout: bool, ids: Seq
         return None
     if output is None:
         raise UsageError(f"{ext} export needs an OUTPUT file or directory (or '-' for stdout)")
-    if _is_dir_target(output):
+    if is_dir_target(output):
         name = f"{stem}_{ids[0]}.{ext}" if len(ids) == 1 else f"{stem}s.{ext}"
         return Path(output) / name
     return Path(output)
@@ -267,7 +267,7 @@ def _single_target(output: str | os.PathLike[str] | None, stdout: bool, ids: Seq
 # --------------------------------------------------------------------------- jsonl
 
 def _write_jsonl_session(reader: StoreReader, sid: str, out: TextIO, options: ExportOptions,
-                         scrub: _Scrub) -> int:
+                         scrub: Scrub) -> int:
     """One line: the session's columns, then its messages streamed one by one, then the trailer."""
     row = reader.session(sid)
     if row is None:  # deleted since selection
@@ -315,7 +315,7 @@ def _is_real_prompt(msg: dict[str, Any]) -> str | None:
     return rest if rest.strip() else None
 
 
-def iter_user_prompts(reader: StoreReader, sid: str, scrub: _Scrub) -> Iterator[dict[str, Any]]:
+def iter_user_prompts(reader: StoreReader, sid: str, scrub: Scrub) -> Iterator[dict[str, Any]]:
     """§4.5 records of one session: real user messages only, numbered from 1."""
     index = 0
     for msg in reader.iter_messages(sid):
@@ -328,7 +328,7 @@ def iter_user_prompts(reader: StoreReader, sid: str, scrub: _Scrub) -> Iterator[
 
 
 def _export_user_prompts(reader: StoreReader, ids: Sequence[str], output: Any, stdout: bool,
-                         options: ExportOptions, scrub: _Scrub, result: ExportResult,
+                         options: ExportOptions, scrub: Scrub, result: ExportResult,
                          progress: Progress | None) -> None:
     ext = options.format
     if ext == "md" and stdout:
@@ -348,20 +348,20 @@ def _export_user_prompts(reader: StoreReader, ids: Sequence[str], output: Any, s
                 else:
                     out.write(dumps(rec) + "\n")
             result.sessions += 1
-            _tick(progress, sid, result.sessions)
+            tick(progress, sid, result.sessions)
     result.files.append("-" if target is None else str(target))
 
 
 # --------------------------------------------------------------------------- trace
 
 def _export_traces(reader: StoreReader, ids: Sequence[str], output: Any, stdout: bool,
-                   options: ExportOptions, scrub: _Scrub, result: ExportResult,
+                   options: ExportOptions, scrub: Scrub, result: ExportResult,
                    progress: Progress | None) -> None:
     if stdout:
         targets: list[tuple[str, Path | None]] = [(sid, None) for sid in ids]
     elif output is None:
         raise UsageError("trace export needs an OUTPUT file, directory or '-'")
-    elif _is_dir_target(output):
+    elif is_dir_target(output):
         targets = [(sid, Path(output) / f"{sid}.trace.jsonl") for sid in ids]
     elif len(ids) == 1:
         targets = [(ids[0], Path(output))]
@@ -377,7 +377,7 @@ def _export_traces(reader: StoreReader, ids: Sequence[str], output: Any, stdout:
                 n, b = _write_trace(reader, sid, out, options, scrub)
                 result.messages, borrowed = result.messages + n, borrowed + b
                 result.sessions += 1
-                _tick(progress, sid, result.sessions)
+                tick(progress, sid, result.sessions)
         result.files.append("-")
     else:
         for sid, target in targets:
@@ -386,12 +386,12 @@ def _export_traces(reader: StoreReader, ids: Sequence[str], output: Any, stdout:
             result.messages, borrowed = result.messages + n, borrowed + b
             result.sessions += 1
             result.files.append(str(target))
-            _tick(progress, sid, result.sessions)
+            tick(progress, sid, result.sessions)
     if borrowed:
         result.notes.append(f"{borrowed} message(s) had no usable time and reuse the previous one")
 
 
-def _parse_calls(raw: Any) -> list[dict[str, Any]]:
+def parse_tool_calls(raw: Any) -> list[dict[str, Any]]:
     if raw in (None, "", b""):
         return []
     try:
@@ -439,7 +439,7 @@ def _trace_message(msg: dict[str, Any], model: Any, reasoning: bool) -> dict[str
         blocks.append({"type": "thinking", "thinking": thinking})
     if text:
         blocks.append({"type": "text", "text": text})
-    for call in _parse_calls(msg.get("tool_calls")):
+    for call in parse_tool_calls(msg.get("tool_calls")):
         blocks.append({"type": "tool_use", "id": call["id"], "name": call["name"],
                        "input": _tool_input(call["arguments"])})
     body: dict[str, Any] = {"role": "assistant"}
@@ -450,7 +450,7 @@ def _trace_message(msg: dict[str, Any], model: Any, reasoning: bool) -> dict[str
 
 
 def _write_trace(reader: StoreReader, sid: str, out: TextIO, options: ExportOptions,
-                 scrub: _Scrub) -> tuple[int, int]:
+                 scrub: Scrub) -> tuple[int, int]:
     """Claude Code JSONL lines of one session; returns (lines, rows that borrowed a time)."""
     row = reader.session(sid)
     if row is None:

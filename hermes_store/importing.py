@@ -416,7 +416,7 @@ def _session_values(parsed: ImportedSession) -> dict[str, Any]:
 def _import_foreign(engine: Engine, path: Path, fmt: str, summary: FileImportSummary, *,
                     replace: bool, dry_run: bool) -> None:
     parsed = parse_claude(path) if fmt == "claude" else parse_codex(path)
-    summary.malformed_lines = parsed.malformed_lines + (parsed.lines_skipped - parsed.malformed_lines)
+    summary.malformed_lines = parsed.lines_skipped  # malformed plus over-long lines
     summary.dropped_wrappers = parsed.dropped_wrappers
     summary.notes.extend(parsed.notes)
     if parsed.empty:

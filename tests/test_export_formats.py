@@ -142,6 +142,19 @@ def test_jsonl_keeps_inactive_and_compacted_rows_with_their_flags(chat_db: Path,
     assert record["timings"]["wall_clock_ms"] == 500_000
 
 
+def test_long_sessions_stream_across_pages_in_order(head_db: Path, tmp_path: Path) -> None:
+    from hermes_store.export_reader import MESSAGE_PAGE
+
+    n = MESSAGE_PAGE * 2 + 7
+    _seed(head_db, [{"id": "long", "source": "cli", "started_at": T0, "message_count": n}],
+          [{"session_id": "long", "role": "user", "timestamp": T0 + i, "content": f"m{i}"}
+           for i in range(n)])
+    out = tmp_path / "long.jsonl"
+    _export(head_db, out)
+    (record,) = _load_jsonl(out)
+    assert [m["content"] for m in record["messages"]] == [f"m{i}" for i in range(n)]
+
+
 def test_a_corrupt_cell_degrades_to_its_raw_value(chat_db: Path, tmp_path: Path) -> None:
     con = sqlite3.connect(chat_db)
     con.execute("UPDATE messages SET content = CAST(x'66ff6f' AS TEXT) WHERE role = 'tool'")
@@ -380,7 +393,7 @@ def test_a_failed_export_leaves_no_partial_file(chat_db: Path, tmp_path: Path,
     def boom(*_: Any, **__: Any) -> Any:
         raise RuntimeError("redaction failed")
 
-    monkeypatch.setattr(exporters._Scrub, "message", boom)
+    monkeypatch.setattr(exporters.Scrub, "message", boom)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     with pytest.raises(RuntimeError):

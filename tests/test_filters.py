@@ -193,3 +193,16 @@ def test_values_are_bound_not_inlined(store: Path) -> None:
 def test_describe_names_each_filter() -> None:
     text = SessionFilter(older_than="2026-07-05T14:30", sources=("cli",), now=time.time() + 1e9).describe()
     assert "last active before 2026-07-05 14:30" in text and "source 'cli'" in text
+
+
+def test_shares_the_session_apis_last_activity_expression(store: Path) -> None:
+    from hermes_store import lineage
+    from hermes_store.models import Message
+
+    # A fresh message makes "old" recent, whatever its last_activity_at says.
+    run_write(open_engine(store), lambda conn: conn.execute(insert(Message.__table__).values(
+        session_id="old", role="user", content="still here", timestamp=NOW - 3600)))
+    expr = lineage.last_activity(S, now=NOW)
+    with reading(open_engine(store)) as conn:
+        stale = set(conn.scalars(select(S.c.id).where(SessionFilter(older_than="30d", now=NOW).where(expr))))
+    assert stale == {"nocost"}
