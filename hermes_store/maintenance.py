@@ -53,9 +53,14 @@ SELECT id, content, tool_name FROM messages_fts_trigram_src WHERE id > ? AND id 
 _SET_PROGRESS = "UPDATE state_meta SET value = ? WHERE key = 'fts_rebuild_progress'"
 _CLOSE_WINDOW = ("DELETE FROM state_meta "
                  "WHERE key IN ('fts_rebuild_progress', 'fts_rebuild_high_water')")
+# FTS5's own 'rebuild' scans the content view with a statement that may not use a table-valued
+# function (json_each, which reads multimodal parts): empty the index and insert from the view.
 _REBUILD = {
-    "messages_fts": "INSERT INTO messages_fts (messages_fts) VALUES ('rebuild')",
-    "messages_fts_trigram": "INSERT INTO messages_fts_trigram (messages_fts_trigram) VALUES ('rebuild')",
+    "messages_fts": ("INSERT INTO messages_fts (messages_fts) VALUES ('delete-all')",
+                     _BACKFILL_WORD),
+    "messages_fts_trigram": (
+        "INSERT INTO messages_fts_trigram (messages_fts_trigram) VALUES ('delete-all')",
+        _BACKFILL_TRIGRAM),
 }
 _DELETE_ALL_CJK = "INSERT INTO messages_fts_cjk (messages_fts_cjk) VALUES ('delete-all')"
 _MAX_ID = "SELECT COALESCE(max(id), 0) FROM messages"
@@ -263,13 +268,14 @@ def rebuild_indexes(conn: Connection) -> None:
     backfill window is closed, since the rebuild covers every row.
     """
     present = tables(conn)
-    for name, stmt in _REBUILD.items():
+    top = int(conn.exec_driver_sql(_MAX_ID).scalar() or 0)
+    for name, (empty, fill) in _REBUILD.items():
         if name in present:
-            conn.exec_driver_sql(stmt)
+            conn.exec_driver_sql(empty)
+            conn.exec_driver_sql(fill, (0, top))
     if "messages_cjk" in present:
         conn.exec_driver_sql("DELETE FROM messages_cjk")
         conn.exec_driver_sql(_DELETE_ALL_CJK)
-        top = int(conn.exec_driver_sql(_MAX_ID).scalar() or 0)
         for lo in range(0, top, BACKFILL_CHUNK):
             cjk.index_range(conn, lo, min(lo + BACKFILL_CHUNK, top))
     if "state_meta" in present:

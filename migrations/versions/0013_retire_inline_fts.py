@@ -59,9 +59,8 @@ def _force_drop(name: str) -> None:
     bind = op.get_bind()
     bind.exec_driver_sql("PRAGMA writable_schema = ON")
     bind.exec_driver_sql("DELETE FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
-    bind.exec_driver_sql("PRAGMA writable_schema = OFF")
-    # Reading the schema version forces the connection to reload the edited schema.
-    bind.exec_driver_sql("PRAGMA schema_version").scalar()
+    # RESET also reloads the schema, so this connection forgets the removed table at once.
+    bind.exec_driver_sql("PRAGMA writable_schema = RESET")
     for suffix in SHADOWS:
         bind.exec_driver_sql(f'DROP TABLE IF EXISTS "{name}{suffix}"')
 

@@ -1,0 +1,274 @@
+"""The compact FTS layout at head: what is indexed, and consistency under plain SQL from any client."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from hermes_store import cjk, fts, maintenance, migrate
+from hermes_store.engine import open_engine, reading, run_write
+from hermes_store.search import search_messages
+
+INDEXES = ("messages_fts", "messages_fts_trigram", "messages_fts_cjk")
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("PRAGMA foreign_keys = ON")
+    return con
+
+
+def integrity(path: Path) -> dict[str, str]:
+    with reading(open_engine(path)) as conn:
+        return maintenance.integrity_problems(conn)
+
+
+def catch_up(path: Path) -> None:
+    run_write(open_engine(path), lambda c: cjk.catch_up(c, 100_000))
+
+
+def side_rows(path: Path) -> dict[int, tuple[str, str | None]]:
+    with connect(path) as con:
+        return {r[0]: (r[1], r[2]) for r in con.execute("SELECT id, text, calls FROM messages_cjk")}
+
+
+def expected_side_rows(path: Path) -> dict[int, tuple[str, str | None]]:
+    """What the CJK side table must hold, derived in Python from the canonical rows."""
+    out = {}
+    with connect(path) as con:
+        rows = con.execute(
+            "SELECT m.id, m.content, m.tool_name, m.tool_calls FROM messages m "
+            "JOIN sessions s ON s.id = m.session_id "
+            "WHERE m.role IS NOT 'tool' AND s.source NOT IN ('cron', 'subagent')").fetchall()
+    for row_id, content, tool_name, tool_calls in rows:
+        side = cjk.side_row(fts.text_of_content(content), tool_name, tool_calls)
+        if side is not None:
+            out[row_id] = side
+    return out
+
+
+@pytest.fixture
+def store(head_db: Path) -> Path:
+    with connect(head_db) as con:
+        con.execute("INSERT INTO sessions (id, source, started_at) VALUES ('a', 'cli', 1), "
+                    "('b', 'cron', 2), ('c', 'telegram', 3)")
+        rows = [("a", "user", "记忆断裂 in the docker logs", None, None),
+                ("a", "assistant", "fixed it", None, '[{"name": "terminal"}]'),
+                ("a", "tool", "y" * 10_000 + " beyondprefix", "terminal", None),
+                ("b", "user", "定时任务 nightly report", None, None),
+                ("c", "user", "旅游 plans", None, None)]
+        for n, row in enumerate(rows):
+            con.execute("INSERT INTO messages (session_id, role, content, tool_name, tool_calls, "
+                        "timestamp) VALUES (?, ?, ?, ?, ?, ?)", (*row, 10.0 + n))
+    catch_up(head_db)
+    return head_db
+
+
+def test_head_has_three_external_content_indexes_and_no_text_copy(store: Path) -> None:
+    with connect(store) as con:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        for name in INDEXES:
+            assert name in tables
+            assert name + "_content" not in tables  # no inline copy of the text
+        sql = {r[0]: r[1] for r in con.execute("SELECT name, sql FROM sqlite_master")}
+    assert "content='messages_fts_src'" in sql["messages_fts"]
+    assert "tokenize='trigram'" in sql["messages_fts_trigram"]
+    assert "tool_calls" not in sql["messages_fts_trigram"]
+    assert "content='messages_cjk'" in sql["messages_fts_cjk"]
+    assert integrity(store) == {}
+
+
+def test_tool_rows_are_word_indexed_by_their_first_8192_characters(store: Path) -> None:
+    with connect(store) as con:
+        [(length,)] = con.execute(
+            "SELECT length(content) FROM messages_fts_src WHERE id = 3").fetchall()
+        assert length == 8192
+        assert con.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH 'beyondprefix'"
+                           ).fetchall() == []
+
+
+def test_trigram_leaves_out_tool_rows_and_cron_sessions(store: Path) -> None:
+    with connect(store) as con:
+        assert {r[0] for r in con.execute("SELECT id FROM messages_fts_trigram_src")} == {1, 2, 5}
+        assert con.execute("SELECT rowid FROM messages_fts_trigram "
+                           "WHERE messages_fts_trigram MATCH '\"terminal\"'").fetchall() == []
+
+
+def test_cjk_side_rows_cover_cjk_text_in_trigram_scope(store: Path) -> None:
+    rows = side_rows(store)
+    assert set(rows) == {1, 5}
+    assert rows[1][0] == "记忆 忆断 断裂 裂\ue000 in the docker logs"
+    assert rows == expected_side_rows(store)
+
+
+def test_flag_updates_never_touch_an_index(store: Path) -> None:
+    def snapshot() -> list:
+        with connect(store) as con:
+            return [con.execute(f"SELECT * FROM {t}").fetchall() for t in (
+                "messages_fts_data", "messages_fts_trigram_data", "messages_fts_cjk_data",
+                "messages_cjk", "messages_cjk_pending")]
+
+    before = snapshot()
+    with connect(store) as con:
+        con.execute("UPDATE messages SET active = 0, compacted = 1, token_count = 7")
+        con.execute("UPDATE messages SET content = content, tool_name = tool_name")  # no change
+        con.execute("UPDATE sessions SET archived = 1, pinned = 1, title = 'x' || id")
+    assert snapshot() == before
+
+
+def test_update_triggers_name_only_the_indexed_columns(store: Path) -> None:
+    with connect(store) as con:
+        triggers = [r[0] for r in con.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'messages' "
+            "AND sql LIKE '%UPDATE%ON messages%'")]
+    assert triggers
+    assert all("UPDATE OF" in sql and "IS NOT new." in sql for sql in triggers)
+
+
+def test_plain_sql_writes_from_any_client_keep_every_index_consistent(store: Path) -> None:
+    with connect(store) as con:
+        con.execute("INSERT INTO messages (session_id, role, content, timestamp) "
+                    "VALUES ('a', 'user', '新的消息 about kubernetes', 20)")
+        con.execute("UPDATE messages SET content = '改过的内容 rewritten' WHERE id = 1")
+        con.execute("UPDATE messages SET role = 'tool' WHERE id = 5")
+        con.execute("UPDATE messages SET session_id = 'b' WHERE id = 2")
+        con.execute("UPDATE messages SET content = '工具 output' WHERE id = 3")
+        con.execute("DELETE FROM messages WHERE id = 4")
+        con.execute("UPDATE sessions SET source = 'subagent' WHERE id = 'c'")
+        con.execute("UPDATE sessions SET source = 'cli' WHERE id = 'b'")
+        con.execute("INSERT INTO messages (session_id, role, content, timestamp) "
+                    "VALUES ('b', 'user', '任务 resumed', 21)")
+    assert integrity(store) == {}
+    with connect(store) as con:
+        pending = {r[0] for r in con.execute("SELECT id FROM messages_cjk_pending")}
+    assert pending  # recorded by plain triggers, for the library to derive
+    assert 1 not in side_rows(store)  # stale bigrams never outlive the text they came from
+    catch_up(store)
+    assert side_rows(store) == expected_side_rows(store)
+    assert integrity(store) == {}
+    with reading(open_engine(store)) as conn:
+        assert [h["id"] for h in search_messages(conn, "改过")] == [1]
+        assert [h["id"] for h in search_messages(conn, "记忆")] == []
+        assert [h["id"] for h in search_messages(conn, "任务")] == [7]
+
+
+def test_deleting_a_session_before_its_messages_keeps_indexes_consistent(store: Path) -> None:
+    con = sqlite3.connect(store, isolation_level=None)  # foreign keys off, as old clients run
+    con.execute("DELETE FROM sessions WHERE id = 'a'")
+    con.execute("DELETE FROM messages WHERE id = 1")
+    con.close()
+    assert integrity(store) == {}
+    assert side_rows(store) == expected_side_rows(store)
+
+
+def test_sync_messages_is_the_writers_path_and_clears_pending(store: Path) -> None:
+    def append(conn) -> int:
+        new_id = conn.exec_driver_sql(
+            "INSERT INTO messages (session_id, role, content, timestamp) "
+            "VALUES ('a', 'user', '写入路径 test', 30)").lastrowid
+        cjk.sync_messages(conn, [new_id])
+        return new_id
+
+    new_id = run_write(open_engine(store), append)
+    assert side_rows(store)[new_id][0].startswith("写入 入路 路径 径\ue000")
+    with connect(store) as con:
+        assert con.execute("SELECT count(*) FROM messages_cjk_pending").fetchone()[0] == 0
+
+
+def test_writers_drain_rows_other_programs_left_pending(store: Path) -> None:
+    with connect(store) as con:
+        for n in range(5):
+            con.execute("INSERT INTO messages (session_id, role, content, timestamp) "
+                        "VALUES ('a', 'user', ?, ?)", (f"别的程序 {n}", 40 + n))
+    with reading(open_engine(store)) as conn:
+        assert cjk.pending_count(conn) == 5
+    run_write(open_engine(store), lambda c: cjk.sync_messages(c, [1]))
+    with reading(open_engine(store)) as conn:
+        assert cjk.pending_count(conn) == 0
+    assert side_rows(store) == expected_side_rows(store)
+
+
+def test_multimodal_payloads_are_never_indexed(store: Path) -> None:
+    content = "\x00json:" + json.dumps([{"type": "text", "text": "see 图片 here"},
+                                        {"type": "image_url", "image_url": {"url": "data:AAAA"}}])
+    with connect(store) as con:
+        con.execute("INSERT INTO messages (session_id, role, content, timestamp) "
+                    "VALUES ('a', 'user', ?, 50)", (content,))
+        con.execute("INSERT INTO messages (session_id, role, content, timestamp) "
+                    "VALUES ('a', 'user', ?, 51)", ("\x00json:{broken",))
+        src = dict(con.execute("SELECT id, content FROM messages_fts_src WHERE id > 5"))
+    assert list(src.values()) == ["see 图片 here", ""]
+    catch_up(store)
+    assert integrity(store) == {}
+    with connect(store) as con:
+        for table, term in (("messages_fts", "AAAA"), ("messages_fts", "image_url"),
+                            ("messages_fts_trigram", '"data"')):
+            assert con.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ?",
+                               (term,)).fetchall() == []
+
+
+def test_rebuild_indexes_reproduces_the_same_content(store: Path) -> None:
+    before = side_rows(store)
+    run_write(open_engine(store), maintenance.rebuild_indexes)
+    assert side_rows(store) == before
+    assert integrity(store) == {}
+
+
+# --------------------------------------------------------------------------- adopting layouts
+
+UPSTREAM_COMPACT = [
+    "DROP TRIGGER messages_fts_insert", "DROP TRIGGER messages_fts_delete",
+    "DROP TRIGGER messages_fts_update", "DROP TRIGGER messages_fts_trigram_insert",
+    "DROP TRIGGER messages_fts_trigram_delete", "DROP TRIGGER messages_fts_trigram_update",
+    "DROP TABLE messages_fts", "DROP TABLE messages_fts_trigram",
+    "CREATE VIEW messages_fts_src AS SELECT id, content, tool_name, tool_calls FROM messages",
+    "CREATE VIRTUAL TABLE messages_fts USING fts5(content, tool_name, tool_calls, "
+    "content='messages_fts_src', content_rowid='id')",
+    "CREATE TRIGGER msg_fts_ai AFTER INSERT ON messages BEGIN INSERT INTO messages_fts"
+    "(rowid, content, tool_name, tool_calls) VALUES (new.id, new.content, new.tool_name, "
+    "new.tool_calls); END",
+    "CREATE TRIGGER msg_cjk_touch AFTER UPDATE ON messages BEGIN "
+    "INSERT INTO messages_fts_cjk(rowid, content) VALUES (new.id, new.content); END",
+]
+
+
+def test_upstream_compact_layout_with_an_unloadable_tokenizer_is_replaced(store_path: Path) -> None:
+    migrate.upgrade(store_path, "0012_newer_session_columns")
+    con = sqlite3.connect(store_path, isolation_level=None)
+    for stmt in UPSTREAM_COMPACT:
+        con.execute(stmt)
+    # A bigram table built with a native tokenizer this runtime cannot load.
+    con.execute("PRAGMA writable_schema = ON")
+    con.execute("INSERT INTO sqlite_master VALUES ('table', 'messages_fts_cjk', "
+                "'messages_fts_cjk', 0, 'CREATE VIRTUAL TABLE messages_fts_cjk USING "
+                "fts5(content, tokenize=''hermes_bigram'')')")
+    con.execute("PRAGMA writable_schema = OFF")
+    con.close()
+    con = sqlite3.connect(store_path, isolation_level=None)
+    con.execute("INSERT INTO sessions (id, source, started_at) VALUES ('a', 'cli', 1)")
+    con.execute("INSERT INTO messages (session_id, role, content, timestamp) "
+                "VALUES ('a', 'user', 'upstream 桂林 row', 1)")
+    con.close()
+
+    assert migrate.upgrade(store_path).at_head
+    with connect(store_path) as con:
+        triggers = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='trigger'")}
+        assert not {"msg_fts_ai", "msg_cjk_touch"} & triggers
+        con.execute("UPDATE messages SET content = 'upstream 桂林 row, edited' WHERE id = 1")
+    catch_up(store_path)
+    assert integrity(store_path) == {}
+    with reading(open_engine(store_path)) as conn:
+        assert [h["id"] for h in search_messages(conn, "桂林")] == [1]
+        assert [h["id"] for h in search_messages(conn, "edited")] == [1]
+
+
+def test_orphan_shadow_tables_do_not_block_the_upgrade(store_path: Path) -> None:
+    migrate.upgrade(store_path, "0012_newer_session_columns")
+    with connect(store_path) as con:
+        con.execute("CREATE TABLE messages_fts_cjk_data (id INTEGER PRIMARY KEY, block BLOB)")
+        con.execute("CREATE TABLE messages_fts_cjk_config (k PRIMARY KEY, v) WITHOUT ROWID")
+    assert migrate.upgrade(store_path).at_head
+    assert integrity(store_path) == {}
