@@ -102,7 +102,8 @@ def write_markdown(reader: StoreReader, ids: Sequence[str], output: str | os.Pat
                    progress: Progress | None) -> None:
     """One verified file per session (or per lineage with ``lineage='logical'``) plus a manifest."""
     ext = options.format
-    groups = _markdown_groups(reader, ids, options.lineage == "logical")
+    with reader.scope():
+        groups = _markdown_groups(reader, ids, options.lineage == "logical")
     if output is None:
         directory, single = default_export_dir(), None
     elif is_dir_target(output):
@@ -113,8 +114,9 @@ def write_markdown(reader: StoreReader, ids: Sequence[str], output: str | os.Pat
         raise UsageError(f"{ext} export of {len(groups)} sessions needs a directory (end OUTPUT with '/')")
     plans: list[tuple[list[str], list[str], dict[str, Any], Path]] = []
     for group in groups:
-        lineage = group if len(group) > 1 else reader.lineage_ids(group[-1])
-        tip = reader.session(group[-1]) or {"id": group[-1]}
+        with reader.scope():
+            lineage = group if len(group) > 1 else reader.lineage_ids(group[-1])
+            tip = reader.session(group[-1]) or {"id": group[-1]}
         meta = scrub.session(tip)
         name = "-".join(p for p in (group[-1], slug(meta.get("title"))) if p) + f".{ext}"
         target = single or directory / name
@@ -123,7 +125,7 @@ def write_markdown(reader: StoreReader, ids: Sequence[str], output: str | os.Pat
         plans.append((group, lineage, meta, target))
     manifest = directory / "manifest.jsonl"
     for group, lineage, meta, target in plans:
-        with open_output(target, force=options.force) as out:
+        with open_output(target, force=options.force) as out, reader.scope():
             writer = _HashingWriter(out)
             exported, stored = _write_markdown_body(reader, group, lineage, meta, writer, options,
                                                     scrub)
@@ -233,7 +235,8 @@ def _e(value: Any) -> str:
 def write_html(reader: StoreReader, ids: Sequence[str], target: Path, options: ExportOptions,
                scrub: Scrub, result: ExportResult, progress: Progress | None) -> None:
     """One self-contained page: inline CSS, no script or network fetch, a sidebar for several sessions."""
-    heads = [(sid, scrub.session(reader.session(sid) or {"id": sid})) for sid in ids]
+    with reader.scope():
+        heads = [(sid, scrub.session(reader.session(sid) or {"id": sid})) for sid in ids]
     page_title = (_display(heads[0][1].get("title")) or heads[0][0]) if len(heads) == 1 else (
         f"{len(heads)} Hermes sessions")
     with open_output(target, force=options.force) as out:
@@ -247,7 +250,8 @@ def write_html(reader: StoreReader, ids: Sequence[str], target: Path, options: E
             out.write("</nav>\n")
         out.write("<main>\n")
         for sid, meta in heads:
-            result.messages += _write_html_session(reader, sid, meta, out, scrub)
+            with reader.scope():
+                result.messages += _write_html_session(reader, sid, meta, out, scrub)
             result.sessions += 1
             tick(progress, sid, result.sessions)
         out.write("</main></body></html>\n")

@@ -10,6 +10,7 @@ returned as its raw ``bytes`` instead of failing the row.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Iterator
@@ -18,11 +19,12 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import (
-    Connection, LargeBinary, MetaData, Select, Table, and_, case, cast, exc, func, select,
+    Connection, Engine, LargeBinary, MetaData, Select, Table, and_, case, cast, exc, func, select,
     type_coerce,
 )
 from sqlalchemy.types import NullType
 
+from hermes_store.engine import reading
 from hermes_store.fts import MULTIMODAL_PREFIX
 
 __all__ = [
@@ -87,34 +89,63 @@ def content_text(content: Any, image_text: str = "[image]") -> str:
 
 @dataclass
 class StoreReader:
-    """The reflected tables of one store, read through the caller's connection."""
+    """The reflected tables of one store, read through the caller's connection.
 
-    conn: Connection
+    Built from an :class:`~sqlalchemy.Engine` instead, it reads each :meth:`scope` (one session
+    of an export) in its own short read transaction, so a long export never pins the WAL.
+    """
+
+    conn: Connection | None
     sessions: Table
     messages: Table
     system_prompts: Table | None = None
+    engine: Engine | None = None
 
     @classmethod
-    def reflect(cls, conn: Connection) -> StoreReader:
+    def reflect(cls, source: Connection | Engine) -> StoreReader:
+        if isinstance(source, Engine):
+            with reading(source) as conn:
+                reader = cls.reflect(conn)
+            reader.conn, reader.engine = None, source
+            return reader
         md = MetaData()
-        names = set(conn.dialect.get_table_names(conn))
-        md.reflect(conn, only=[n for n in ("sessions", "messages", "system_prompts") if n in names])
+        names = set(source.dialect.get_table_names(source))
+        md.reflect(source, only=[n for n in ("sessions", "messages", "system_prompts") if n in names])
         prompts = md.tables.get("system_prompts")
         if prompts is not None and not {"hash", "prompt"} <= set(prompts.c.keys()):
             prompts = None
-        return cls(conn, md.tables["sessions"], md.tables["messages"], prompts)
+        return cls(source, md.tables["sessions"], md.tables["messages"], prompts)
+
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[None]:
+        """A read transaction for a unit of work (engine mode); a no-op on a caller's connection."""
+        if self.engine is None or self.conn is not None:
+            yield
+            return
+        with reading(self.engine) as conn:
+            self.conn = conn
+            try:
+                yield
+            finally:
+                self.conn = None
+
+    @property
+    def _c(self) -> Connection:
+        if self.conn is None:
+            raise RuntimeError("StoreReader used outside scope() in engine mode")
+        return self.conn
 
     # ---------------------------------------------------------------- sessions
     def session_ids(self) -> list[str]:
         """Every session id, oldest start first (parents before their continuations)."""
         s = self.sessions.c
-        return list(self.conn.scalars(select(s.id).order_by(s.started_at, s.id)))
+        return list(self._c.scalars(select(s.id).order_by(s.started_at, s.id)))
 
     def existing_ids(self, ids: list[str]) -> list[str]:
         s = self.sessions.c
         found: set[str] = set()
         for i in range(0, len(ids), 500):
-            found.update(self.conn.scalars(select(s.id).where(s.id.in_(ids[i:i + 500]))))
+            found.update(self._c.scalars(select(s.id).where(s.id.in_(ids[i:i + 500]))))
         return [i for i in ids if i in found]
 
     def session(self, session_id: str) -> dict[str, Any] | None:
@@ -127,14 +158,14 @@ class StoreReader:
         if (row.get("system_prompt") is None and self.system_prompts is not None
                 and row.get("system_prompt_hash")):
             p = self.system_prompts.c
-            row["system_prompt"] = self.conn.scalar(
+            row["system_prompt"] = self._c.scalar(
                 select(p.prompt).where(p.hash == row["system_prompt_hash"]))
         return row
 
     def message_stats(self, session_id: str) -> tuple[int, float | None]:
         """(rows in the store, newest message time) for one session."""
         m = self.messages.c
-        count, newest = self.conn.execute(
+        count, newest = self._c.execute(
             select(func.count(), func.max(m.timestamp)).where(m.session_id == session_id)
         ).one()
         return int(count), newest
@@ -146,19 +177,19 @@ class StoreReader:
         seen = {session_id}
         current = session_id
         while len(chain) < _MAX_LINEAGE:
-            parent = self.conn.scalar(select(s.parent_session_id).where(s.id == current))
+            parent = self._c.scalar(select(s.parent_session_id).where(s.id == current))
             if not parent or parent in seen:
                 break
-            if self.conn.scalar(select(s.end_reason).where(s.id == parent)) != "compression":
+            if self._c.scalar(select(s.end_reason).where(s.id == parent)) != "compression":
                 break
             chain.insert(0, parent)
             seen.add(parent)
             current = parent
         current = session_id
         while len(chain) < _MAX_LINEAGE:
-            if self.conn.scalar(select(s.end_reason).where(s.id == current)) != "compression":
+            if self._c.scalar(select(s.end_reason).where(s.id == current)) != "compression":
                 break
-            child = self.conn.scalar(
+            child = self._c.scalar(
                 select(s.id).where(s.parent_session_id == current)
                 .order_by(s.started_at, s.id).limit(1)
             )
@@ -192,7 +223,7 @@ class StoreReader:
         if limit is not None:
             query = query.limit(limit)
         try:
-            return [dict(r) for r in self.conn.execute(query).mappings()]
+            return [dict(r) for r in self._c.execute(query).mappings()]
         except exc.OperationalError as err:
             if "decode" not in str(err).lower():
                 raise
@@ -201,9 +232,9 @@ class StoreReader:
         if limit is not None:
             key_query = key_query.limit(limit)
         out = []
-        for k in list(self.conn.scalars(key_query)):
+        for k in list(self._c.scalars(key_query)):
             try:
-                row = self.conn.execute(select(table).where(key == k)).mappings().one()
+                row = self._c.execute(select(table).where(key == k)).mappings().one()
                 out.append(dict(row))
             except exc.OperationalError:
                 out.append(self._raw_row(table, key, k))
@@ -216,7 +247,7 @@ class StoreReader:
             ).label(c.name)
             for c in table.c
         ]
-        row = dict(self.conn.execute(select(*cols).where(key == k)).mappings().one())
+        row = dict(self._c.execute(select(*cols).where(key == k)).mappings().one())
         for name, value in row.items():
             if isinstance(value, bytes) and not isinstance(table.c[name].type, LargeBinary):
                 try:

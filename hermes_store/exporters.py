@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 
 from hermes_store import __version__
 from hermes_store.errors import OutputExistsError, SessionNotFoundError, UsageError
@@ -66,6 +66,8 @@ class ExportOptions:
     lineage: str = "single"
     force: bool = False
     reasoning: bool = True
+    #: jsonl: False omits the ``attachments`` key (``--no-attachments``).
+    attachments: bool = True
     #: Fixed export time (tests, reproducible bundles); default now.
     exported_at: str | None = None
 
@@ -196,11 +198,14 @@ def slug(title: str | None, limit: int = 60) -> str:
 
 # --------------------------------------------------------------------------- entry point
 
-def export_sessions(conn: Connection, output: str | os.PathLike[str] | None,
+def export_sessions(source: Connection | Engine, output: str | os.PathLike[str] | None,
                     session_ids: Sequence[str] | None = None,
                     options: ExportOptions | None = None, *,
                     progress: Progress | None = None) -> ExportResult:
     """Export the given sessions (None = every session, oldest start first) to *output*.
+
+    *source* is the caller's connection (one read transaction for the whole export, a consistent
+    snapshot) or an engine (one short read transaction per session, kinder to a live store).
 
     *output* is a file, a directory (existing, or a path ending in ``/``), or ``-`` for stdout
     (jsonl, trace and user-prompts only); None means the default directory for md/qmd.
@@ -208,12 +213,14 @@ def export_sessions(conn: Connection, output: str | os.PathLike[str] | None,
     existing file without ``force``, :class:`SessionNotFoundError` for an unknown id.
     """
     options = options or ExportOptions()
-    reader = StoreReader.reflect(conn)
+    reader = StoreReader.reflect(source)
     if session_ids is None:
-        ids = reader.session_ids()
+        with reader.scope():
+            ids = reader.session_ids()
     else:
         ids = list(dict.fromkeys(session_ids))
-        known = set(reader.existing_ids(ids))
+        with reader.scope():
+            known = set(reader.existing_ids(ids))
         for sid in ids:
             if sid not in known:
                 raise SessionNotFoundError(sid)
@@ -226,7 +233,8 @@ def export_sessions(conn: Connection, output: str | os.PathLike[str] | None,
         target = _single_target(output, stdout, ids, "jsonl")
         with open_output(target, force=options.force) as out:
             for sid in ids:
-                result.messages += _write_jsonl_session(reader, sid, out, options, scrub)
+                with reader.scope():
+                    result.messages += _write_jsonl_session(reader, sid, out, options, scrub)
                 result.sessions += 1
                 tick(progress, sid, result.sessions)
         result.files.append("-" if target is None else str(target))
@@ -292,13 +300,14 @@ def _write_jsonl_session(reader: StoreReader, sid: str, out: TextIO, options: Ex
         "first_message_at": iso_utc(first), "last_message_at": iso_utc(last),
         "wall_clock_ms": round((ended - started) * 1000) if started and ended and ended >= started else None,
     }
-    trailer = {
-        "attachments": [],
+    # No attachment table exists yet, so the list is empty; the key keeps the format stable.
+    trailer: dict[str, Any] = {"attachments": []} if options.attachments else {}
+    trailer.update({
         "timings": timings,
         "_export": {"format": EXPORT_FORMAT, "version": EXPORT_VERSION,
                     "exported_at": options.exported_at, "exporter": EXPORTER,
                     "lineage_session_ids": lineage, "redacted": scrub.on},
-    }
+    })
     out.write("]," + dumps(trailer)[1:] + "\n")
     return count
 
@@ -336,17 +345,18 @@ def _export_user_prompts(reader: StoreReader, ids: Sequence[str], output: Any, s
     target = _single_target(output, stdout, ids, ext, stem="hermes_user_prompts")
     with open_output(target, force=options.force) as out:
         for sid in ids:
-            if ext == "md":
-                row = reader.session(sid) or {"id": sid}
-                title = scrub.session(row).get("title") or sid
-                out.write(f"## {title}\n\n`{sid}`\n\n")
-            for rec in iter_user_prompts(reader, sid, scrub):
-                result.messages += 1
+            with reader.scope():
                 if ext == "md":
-                    when = rec["created_at"] or "?"
-                    out.write(f"### {rec['index']}. {when}\n\n{rec['text']}\n\n")
-                else:
-                    out.write(dumps(rec) + "\n")
+                    row = reader.session(sid) or {"id": sid}
+                    title = scrub.session(row).get("title") or sid
+                    out.write(f"## {title}\n\n`{sid}`\n\n")
+                for rec in iter_user_prompts(reader, sid, scrub):
+                    result.messages += 1
+                    if ext == "md":
+                        when = rec["created_at"] or "?"
+                        out.write(f"### {rec['index']}. {when}\n\n{rec['text']}\n\n")
+                    else:
+                        out.write(dumps(rec) + "\n")
             result.sessions += 1
             tick(progress, sid, result.sessions)
     result.files.append("-" if target is None else str(target))
@@ -374,14 +384,15 @@ def _export_traces(reader: StoreReader, ids: Sequence[str], output: Any, stdout:
     if stdout:
         with open_output(None) as out:
             for sid, _ in targets:
-                n, b = _write_trace(reader, sid, out, options, scrub)
+                with reader.scope():
+                    n, b = _write_trace(reader, sid, out, options, scrub)
                 result.messages, borrowed = result.messages + n, borrowed + b
                 result.sessions += 1
                 tick(progress, sid, result.sessions)
         result.files.append("-")
     else:
         for sid, target in targets:
-            with open_output(target, force=options.force) as out:
+            with open_output(target, force=options.force) as out, reader.scope():
                 n, b = _write_trace(reader, sid, out, options, scrub)
             result.messages, borrowed = result.messages + n, borrowed + b
             result.sessions += 1

@@ -142,6 +142,24 @@ def test_jsonl_keeps_inactive_and_compacted_rows_with_their_flags(chat_db: Path,
     assert record["timings"]["wall_clock_ms"] == 500_000
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "md", "html", "trace"])
+def test_an_engine_source_reads_per_session_and_writes_the_same(chat_db: Path, tmp_path: Path,
+                                                               fmt: str) -> None:
+    stamp = "2026-01-01T00:00:00Z"
+    via_conn = _export(chat_db, f"{tmp_path}/a/", format=fmt, exported_at=stamp)
+    via_engine = export_sessions(open_engine(chat_db), f"{tmp_path}/b/", None,
+                                 ExportOptions(format=fmt, exported_at=stamp))
+    assert (via_engine.sessions, via_engine.messages) == (via_conn.sessions, via_conn.messages)
+    for a, b in zip(sorted(via_conn.files), sorted(via_engine.files)):
+        assert Path(a).read_bytes() == Path(b).read_bytes()
+
+
+def test_no_attachments_omits_the_key(chat_db: Path, tmp_path: Path) -> None:
+    out = tmp_path / "x.jsonl"
+    _export(chat_db, out, attachments=False)
+    assert all("attachments" not in r for r in _load_jsonl(out))
+
+
 def test_long_sessions_stream_across_pages_in_order(head_db: Path, tmp_path: Path) -> None:
     from hermes_store.export_reader import MESSAGE_PAGE
 
