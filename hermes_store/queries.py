@@ -11,7 +11,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Select, case, func, literal_column, or_, select
+from sqlalchemy import (Connection, LargeBinary, Select, case, cast, func, literal_column, or_,
+                        select)
 
 from . import lineage
 from .fts import MULTIMODAL_PREFIX, text_of_content
@@ -25,6 +26,7 @@ PREVIEW_CHARS = 60
 # Enough raw text for a 60-character preview after newlines and surrounding blanks go.
 _PREVIEW_FETCH = 400
 BRANCHED = "branched"
+_SENTINEL_BYTES = MULTIMODAL_PREFIX.encode()
 # Columns a projected listing row takes from its lineage's tip (sessiondb-api.md §7).
 TIP_COLUMNS = ("id", "ended_at", "end_reason", "message_count", "tool_call_count", "title",
                "last_active", "preview", "model", "system_prompt")
@@ -39,9 +41,9 @@ def preview_source(session_id: Any) -> Any:
              .where(messages.c.session_id == session_id, messages.c.role == "user",
                     messages.c.content.is_not(None))
              .order_by(messages.c.timestamp, messages.c.id).limit(1).scalar_subquery())
-    return case(
-        (func.substr(first, 1, len(MULTIMODAL_PREFIX)) == MULTIMODAL_PREFIX, first),
-        else_=func.substr(first, 1, _PREVIEW_FETCH))
+    # The sentinel starts with NUL, where SQLite's text functions stop: compare bytes.
+    head = func.substr(cast(first, LargeBinary), 1, len(_SENTINEL_BYTES))
+    return case((head == _SENTINEL_BYTES, first), else_=func.substr(first, 1, _PREVIEW_FETCH))
 
 
 def make_preview(raw: str | None) -> str:

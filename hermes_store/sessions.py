@@ -78,7 +78,8 @@ def prepare_create_fields(session_id: str, fields: Mapping[str, Any]) -> dict[st
     """Validate create/ensure keywords and serialise them (before any transaction starts)."""
     unknown = sorted(set(fields) - CREATE_FIELDS)
     if unknown:
-        raise TypeError(f"create_session() got unexpected keyword argument(s): {', '.join(unknown)}")
+        raise TypeError("create_session() got unexpected keyword argument(s): "
+                        + ", ".join(unknown))
     values: dict[str, Any] = {}
     for name, value in fields.items():
         if name == "model_config":
