@@ -156,6 +156,7 @@ def _read_chunk(src: sqlite3.Connection, sql: str, lo: int, hi: int, table: str,
 
 
 def _record_skip(report: RecoveryReport, table: str, rowid: int, error: str) -> None:
+    report.tables.setdefault(table, TableResult()).skipped += 1
     last = report.skipped_ranges[-1] if report.skipped_ranges else None
     if last and last["table"] == table and last["last_rowid"] == rowid - 1 and last["error"] == error:
         last["last_rowid"] = rowid

@@ -19,8 +19,11 @@ from hermes_store.cli import main
 
 _HOLDER = """
 import sqlite3, sys, time
-con = sqlite3.connect(sys.argv[1])
-con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+if sys.argv[2] == "raw":
+    handle = open(sys.argv[1], "rb")
+else:
+    handle = sqlite3.connect(sys.argv[1])
+    handle.execute("SELECT count(*) FROM sqlite_master").fetchone()
 print("ready", flush=True)
 time.sleep(120)
 """
@@ -40,10 +43,10 @@ def sha256(path: Path) -> str:
 
 
 @contextlib.contextmanager
-def held_by_other_process(path: Path) -> Iterator[int]:
-    """A child process with the store open for the duration; yields its pid."""
-    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, str(path)], stdout=subprocess.PIPE,
-                            text=True)
+def held_by_other_process(path: Path, *, raw: bool = False) -> Iterator[int]:
+    """A child process with the store (or, ``raw``, any file) open; yields its pid."""
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, str(path), "raw" if raw else "db"],
+                            stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         yield proc.pid

@@ -1,0 +1,77 @@
+"""upgrade's safeguards: --dry-run, a bounded online backup before any change, held-store check."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from cli_support import held_by_other_process, run, run_json, sha256
+
+from hermes_store import migrate
+from hermes_store.backup import backup_store
+from hermes_store.errors import StoreBusyError
+
+
+def test_dry_run_lists_pending_revisions_and_changes_nothing(legacy_db) -> None:
+    path = legacy_db(6)
+    before = sha256(path)
+    code, doc = run_json("--db", str(path), "upgrade", "--dry-run")
+    assert code == 0
+    assert doc["dry_run"] is True and doc["before"] == "legacy"
+    assert doc["pending"][0] == "0007_v7_reasoning_content"
+    assert doc["pending"][-1] == migrate.head_revision()
+    assert sha256(path) == before
+    assert list(path.parent.glob("*.pre-upgrade-*")) == []
+
+
+def test_dry_run_on_a_missing_store_lists_every_revision(tmp_path: Path) -> None:
+    code, doc = run_json("--db", str(tmp_path / "new.db"), "upgrade", "--dry-run")
+    assert code == 0
+    assert doc["pending"][0] == "0001_v1_initial" and doc["pending"][-1] == migrate.head_revision()
+    assert not (tmp_path / "new.db").exists()
+
+
+def test_upgrade_backs_up_the_legacy_store_first(legacy_db) -> None:
+    path = legacy_db(10)
+    code, doc = run_json("--db", str(path), "upgrade")
+    assert code == 0, doc
+    copy = Path(doc["backup"])
+    assert copy.exists() and copy.name.startswith("state-v10.db.pre-upgrade-")
+    assert oct(copy.stat().st_mode & 0o777) == "0o600"
+    con = sqlite3.connect(copy)
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "alembic_version" not in tables
+    assert con.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == 10
+    assert con.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 358
+    con.close()
+    assert migrate.status(path).at_head
+
+
+def test_no_backup_skips_it_and_an_up_to_date_store_is_not_copied(legacy_db) -> None:
+    path = legacy_db(11)
+    assert run("--db", str(path), "upgrade", "--no-backup").exit_code == 0
+    assert run("--db", str(path), "upgrade").exit_code == 0
+    assert list(path.parent.glob("*.pre-upgrade-*")) == []
+
+
+def test_upgrade_refuses_while_another_process_holds_the_store(legacy_db) -> None:
+    path = legacy_db(10)
+    before = sha256(path)
+    with held_by_other_process(path) as pid:
+        code, doc = run_json("--db", str(path), "upgrade")
+        assert code == 5
+        assert pid in [h[0] for h in doc["error"]["holders"]]
+    assert sha256(path) == before
+
+
+def test_a_backup_past_its_deadline_gives_up_and_leaves_no_file(head_db: Path) -> None:
+    with pytest.raises(StoreBusyError):
+        backup_store(head_db, deadline_s=-1)
+    assert [p for p in head_db.parent.iterdir() if ".backup-" in p.name] == []
+
+
+def test_a_backup_is_a_consistent_copy(head_db: Path) -> None:
+    result = backup_store(head_db, label="manual")
+    assert result.path.exists() and result.bytes > 0
+    assert migrate.status(result.path).at_head
