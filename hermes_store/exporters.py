@@ -128,17 +128,24 @@ class Scrub:
         self.on = options.redacting
         self.redactor = Redactor(options.known_secrets) if self.on else None
 
+    @staticmethod
+    def _scannable(row: dict[str, Any]) -> dict[str, Any]:
+        # A raw (undecodable) cell would travel as base64 and hide a secret from the scan:
+        # when redacting, it is read as text (bad bytes replaced) like everything else.
+        return {k: v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v
+                for k, v in row.items()}
+
     def session(self, row: dict[str, Any]) -> dict[str, Any]:
         if self.redactor is None:
             return row
-        out = self.redactor.redact_session_metadata(row)
+        out = self.redactor.redact_session_metadata(self._scannable(row))
         for key, value in out.items():
             if key not in _SESSION_KEYS and isinstance(value, str):
                 out[key] = self.redactor.redact_value(value, key)
         return out
 
     def message(self, row: dict[str, Any]) -> dict[str, Any]:
-        return row if self.redactor is None else self.redactor.redact_message(row)
+        return row if self.redactor is None else self.redactor.redact_message(self._scannable(row))
 
     def text(self, value: str) -> str:
         return value if self.redactor is None else self.redactor.redact_text(value)

@@ -371,6 +371,16 @@ def test_redaction_leaves_no_seeded_secret_in_any_output_or_file_name(
         assert "deploy with" in everything
 
 
+def test_redaction_also_scans_undecodable_cells(secret_db: Path, tmp_path: Path) -> None:
+    con = sqlite3.connect(secret_db)
+    con.execute("UPDATE messages SET content = CAST(? || x'ff' AS TEXT) WHERE role = 'user'", (SK,))
+    con.commit()
+    con.close()
+    out = tmp_path / "x.jsonl"
+    _export(secret_db, out, redact=True)
+    assert SK not in out.read_text(encoding="utf-8") and '"$b64"' not in out.read_text()
+
+
 def test_trace_redacts_by_default_and_other_formats_do_not(secret_db: Path, tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
     _export(secret_db, trace, format="trace")

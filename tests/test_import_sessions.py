@@ -302,3 +302,26 @@ def test_empty_file_is_skipped_with_a_note(head_db: Path, tmp_path: Path) -> Non
 def test_unknown_format_name_is_a_usage_error(head_db: Path) -> None:
     with pytest.raises(ValueError):
         _import(head_db, kind="gemini")
+
+
+def test_jsonl_of_the_agents_own_export_is_accepted(head_db: Path, tmp_path: Path) -> None:
+    # `hermes sessions export` writes get_session() plus decoded messages, and derived keys.
+    legacy = {
+        "id": "20260101_000000_abcdef12", "source": "cli", "started_at": 1_780_000_000.0,
+        "title": "old export", "last_active": 1_780_000_050.0, "preview": "hi",
+        "messages": [
+            {"id": 1, "session_id": "20260101_000000_abcdef12", "role": "user",
+             "content": [{"type": "text", "text": "look"}, {"type": "image_url"}],
+             "timestamp": 1_780_000_001.0},
+            {"id": 2, "session_id": "20260101_000000_abcdef12", "role": "assistant",
+             "content": "ok", "tool_calls": [{"id": "c1", "type": "function",
+                                             "function": {"name": "t", "arguments": "{}"}}],
+             "timestamp": 1_780_000_002.0},
+        ],
+    }
+    path = write_lines(tmp_path / "agent-export.jsonl", [legacy])
+    f = _import(head_db, path).files[0]
+    assert (f.format, f.status, f.messages_imported) == ("jsonl", "imported", 2)
+    assert any("last_active" in n and "preview" in n for n in f.notes)
+    msgs = _messages(head_db, "20260101_000000_abcdef12")
+    assert msgs[0]["content"].startswith("\x00json:") and json.loads(msgs[1]["tool_calls"])[0]["id"] == "c1"
