@@ -269,12 +269,23 @@ def current(obj: Ctx) -> None:
       hermes-store current --json
     """
     st = migrate.status(obj.db)
+    caps: dict[str, Any] = {}
+    if st.state not in ("missing", "empty"):
+        with reading(open_engine(obj.db, readonly=True)) as conn:
+            caps = stats.capabilities(conn)
+    lines = [str(obj.db), f"revision: {st.current or '-'}", f"head:     {st.head}",
+             f"state:    {st.describe()}", f"sqlite:   {sqlite3.sqlite_version}"]
+    if caps:
+        backfill = caps["backfill"] or {}
+        lines += [f"journal:  {caps['journal_mode']}",
+                  f"layout:   {caps['layout_version'] or 'not stamped'}"
+                  + (" (backfill pending)" if backfill.get("pending") else ""),
+                  f"fts5:     {'yes' if caps['fts5'] else 'no'}, trigram: "
+                  f"{'yes' if caps['trigram'] else 'no'}"]
     obj.emit("current", {"path": str(obj.db), "state": st.state, "revision": st.current,
                          "head": st.head, "pending": st.pending,
                          "legacy_version": st.legacy_version,
-                         "sqlite_version": sqlite3.sqlite_version},
-             f"{obj.db}\nrevision: {st.current or '-'}\nhead:     {st.head}\nstate:    "
-             f"{st.describe()}\nsqlite:   {sqlite3.sqlite_version}")
+                         "sqlite_version": sqlite3.sqlite_version, **caps}, "\n".join(lines))
     if not st.at_head:
         sys.exit(6)
 

@@ -354,8 +354,9 @@ def _fix_in_place(engine: Engine, probes: list[Probe]) -> list[str]:
             actions.append(f"dropped trigger {trigger} (its target table is gone)")
         if actions or any(n.startswith("fts:") or n == "write_probe" for n in failing):
             actions.extend(_rebuild_fts(conn))
-        conn.exec_driver_sql("REINDEX")
-        actions.append("REINDEX")
+        if failing & {"quick_check", "integrity_check"}:
+            conn.exec_driver_sql("REINDEX")
+            actions.append("REINDEX")
 
     run_write(engine, unit, what="repair")
     return list(actions)

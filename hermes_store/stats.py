@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Connection, exc
 
 from .errors import SchemaMismatchError
-from .migrate import FTS_SHADOW_SUFFIXES
+from .migrate import FTS_SHADOW_SUFFIXES, status_of
 
 SANE_MIN_EPOCH = 946684800.0  # 2000-01-01: anything older is a corrupt cell, not a session
 SANE_FUTURE_S = 86400.0
@@ -36,7 +36,8 @@ REQUIRED_COLUMNS = {"sessions": ("archived", "pinned", "ended_at", "source", "st
 
 _FTS_TABLES_SQL = ("SELECT name FROM sqlite_master WHERE type = 'table' "
                    "AND lower(sql) LIKE 'create virtual table%using fts5%' ORDER BY name")
-_DBSTAT_SQL = "SELECT name, SUM(pgsize) FROM dbstat GROUP BY name"
+# aggregate=TRUE (SQLite 3.31+) returns one row per object instead of one per page.
+_DBSTAT_SQL = "SELECT name, pgsize FROM dbstat WHERE aggregate = TRUE"
 _LAST_ACTIVITY_OPEN_IDLE_SQL = """
 SELECT COUNT(*) FROM sessions s
 WHERE s.ended_at IS NULL AND MAX(
@@ -175,25 +176,23 @@ def probe_columns(conn: Connection) -> list[str]:
 
 
 def space_usage(conn: Connection, page_size: int, page_count: int) -> Space:
+    """Bytes per table and index from ``dbstat``; FTS shadow tables are attributed to their index."""
     try:
         rows = conn.exec_driver_sql(_DBSTAT_SQL).all()
     except exc.DBAPIError as err:
         return Space(False, note=f"per-table sizes unavailable: this SQLite has no dbstat ({err.orig})")
     master = {r[0]: (r[1], r[2]) for r in conn.exec_driver_sql(
         "SELECT name, type, tbl_name FROM sqlite_master")}
-    fts = fts_tables(conn)
-    shadow_of = {f"{t}{s}": t for t in fts for s in FTS_SHADOW_SUFFIXES}
+    shadow_of = {f"{t}{s}": t for t in fts_tables(conn) for s in FTS_SHADOW_SUFFIXES}
     items: list[SpaceItem] = []
-    fts_bytes = 0
     for name, size in rows:
-        kind, table = master.get(name, ("table", name))
-        if name in shadow_of or master.get(table, ("", ""))[1] in shadow_of or table in shadow_of:
-            kind, table = "fts", shadow_of.get(name) or shadow_of.get(table, table)
-            fts_bytes += int(size)
-        elif name == "sqlite_schema" or name == "sqlite_master":
-            kind, table = "table", name
+        kind, table = master.get(name, ("table", name))  # sqlite_schema is not listed in itself
+        owner = shadow_of.get(name) or shadow_of.get(table)
+        if owner is not None:
+            kind, table = "fts", owner
         items.append(SpaceItem(name, kind, table, int(size)))
-    items.sort(key=lambda i: -i.bytes)
+    items.sort(key=lambda i: (-i.bytes, i.name))
+    fts_bytes = sum(i.bytes for i in items if i.kind == "fts")
     total = page_size * page_count
     return Space(True, items, fts_bytes, round(fts_bytes / total, 4) if total else None)
 
@@ -395,8 +394,6 @@ def diagnose(conn: Connection, path: Path, *, full: bool = False,
              holders: list[tuple[int, str]] | None = None,
              sqlite_version: tuple[int, ...] = (0,)) -> DoctorReport:
     """The read-only health report, inside the caller's read transaction."""
-    from .migrate import status_of
-
     findings: list[Finding] = []
     st = status_of(conn)
     schema = {"state": st.state, "revision": st.current, "head": st.head, "pending": st.pending,
@@ -436,3 +433,29 @@ def diagnose(conn: Connection, path: Path, *, full: bool = False,
         "holders", "info",
         "; ".join(f"pid {p}: {c}" for p, c in held) if held else "no other process holds the store"))
     return DoctorReport(str(path), schema, findings, stats, held, version)
+
+
+def capabilities(conn: Connection) -> dict[str, Any]:
+    """What ``current`` reports beside the revision: journal mode, FTS5/trigram, the layout.
+
+    The trigram probe creates (and drops) a table in the connection's private ``temp`` schema,
+    which a read-only connection may do; the store itself is not written.
+    """
+    journal = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
+    trigram = True
+    try:
+        conn.exec_driver_sql(
+            "CREATE VIRTUAL TABLE temp.hermes_trigram_probe USING fts5(x, tokenize='trigram')")
+        conn.exec_driver_sql("DROP TABLE temp.hermes_trigram_probe")
+    except exc.DBAPIError:
+        trigram = False
+    try:
+        conn.exec_driver_sql("CREATE VIRTUAL TABLE temp.hermes_fts5_probe USING fts5(x)")
+        conn.exec_driver_sql("DROP TABLE temp.hermes_fts5_probe")
+        fts5 = True
+    except exc.DBAPIError:
+        fts5 = False
+    layout = layout_info(conn) if "state_meta" in {r[0] for r in conn.exec_driver_sql(
+        "SELECT name FROM sqlite_master WHERE type = 'table'")} else {"version": None}
+    return {"journal_mode": journal, "fts5": fts5, "trigram": trigram and fts5,
+            "layout_version": layout.get("version"), "backfill": layout.get("backfill")}

@@ -151,3 +151,18 @@ def test_fixing_refuses_while_another_process_holds_the_store(store: Path) -> No
 
 def test_repair_of_a_missing_store_exits_3(tmp_path: Path) -> None:
     assert run("--db", str(tmp_path / "none.db"), "repair").exit_code == 3
+
+
+def test_an_index_out_of_step_with_its_table_is_reindexed(store: Path) -> None:
+    con = sqlite3.connect(store)
+    con.execute("PRAGMA writable_schema=ON")
+    with con:  # the index's definition no longer matches the entries it holds
+        con.execute("UPDATE sqlite_master SET sql = 'CREATE INDEX idx_messages_session "
+                    "ON messages(role, timestamp)' WHERE name = 'idx_messages_session'")
+    con.close()
+    code, doc = run_json("--db", str(store), "repair", "--check-only", "--full")
+    assert code == 7
+    assert not next(p for p in doc["probes"] if p["name"] == "integrity_check")["ok"]
+    code, doc = run_json("--db", str(store), "repair", "--full")
+    assert code == 0, doc
+    assert "REINDEX" in doc["actions"]

@@ -75,3 +75,13 @@ def test_a_backup_is_a_consistent_copy(head_db: Path) -> None:
     result = backup_store(head_db, label="manual")
     assert result.path.exists() and result.bytes > 0
     assert migrate.status(result.path).at_head
+
+
+def test_current_reports_journal_mode_and_search_capabilities(head_db: Path) -> None:
+    before = sha256(head_db)
+    code, doc = run_json("--db", str(head_db), "current")
+    assert code == 0
+    assert doc["journal_mode"] == "wal"
+    assert doc["fts5"] is True and doc["trigram"] is True
+    assert doc["sqlite_version"]
+    assert sha256(head_db) == before
