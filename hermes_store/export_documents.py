@@ -141,7 +141,8 @@ def write_markdown(reader: StoreReader, ids: Sequence[str], output: str | os.Pat
         if stored != exported:
             result.notes.append(f"{group[-1]}: exported {exported} messages, store has {stored}")
         tick(progress, group[-1], result.sessions)
-    result.manifest = str(manifest)
+    if plans:
+        result.manifest = str(manifest)
 
 
 def _front_matter(meta: dict[str, Any], group: list[str], stored: int, newest: Any,
@@ -238,7 +239,7 @@ def write_html(reader: StoreReader, ids: Sequence[str], target: Path, options: E
     with reader.scope():
         heads = [(sid, scrub.session(reader.session(sid) or {"id": sid})) for sid in ids]
     page_title = (_display(heads[0][1].get("title")) or heads[0][0]) if len(heads) == 1 else (
-        f"{len(heads)} Hermes sessions")
+        f"{len(heads)} Hermes sessions" if heads else "No Hermes sessions")
     with open_output(target, force=options.force) as out:
         out.write("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                   "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"

@@ -492,10 +492,11 @@ def _write_foreign(conn: Connection, parsed: ImportedSession, sid: str, plan: st
     prev_n = int(current.get("messages_imported") or 0)
     _refresh_flags(conn, messages, sid, parsed, prev_n)
     rows = _message_rows(parsed, sid, prev_n)
-    new_calls = sum(len(m.get("tool_calls") or ()) for m in parsed.messages[prev_n:])
+    # After the append the rows are exactly the parsed ones, so the parsed total is the count
+    # (it also covers a call merged into the previously last row).
     conn.execute(update(SESSIONS).where(s.id == sid).values(
         message_count=func.coalesce(s.message_count, 0) + len(rows),
-        tool_call_count=func.coalesce(s.tool_call_count, 0) + new_calls,
+        tool_call_count=parsed.tool_call_count,
         **{k: v for k, v in values.items() if k not in ("started_at", "system_prompt")},
     ))
     _insert_messages(conn, messages, rows, keep_ids=False)
@@ -512,3 +513,14 @@ def _refresh_flags(conn: Connection, messages: Table, sid: str, parsed: Imported
         if (active, compacted) != (new["active"], new["compacted"]):
             conn.execute(update(messages).where(m.id == mid)
                          .values(active=new["active"], compacted=new["compacted"]))
+    if existing and len(existing) == prev_n:
+        # A streamed assistant message split across the append boundary grew its last row.
+        last_id = existing[-1][0]
+        (fresh,) = _message_rows(parsed, sid, prev_n - 1)[:1] or (None,)
+        if fresh is not None:
+            stored = conn.execute(select(m.content, m.tool_calls, m.reasoning)
+                                  .where(m.id == last_id)).one()
+            if tuple(stored) != (fresh["content"], fresh["tool_calls"], fresh["reasoning"]):
+                conn.execute(update(messages).where(m.id == last_id).values(
+                    content=fresh["content"], tool_calls=fresh["tool_calls"],
+                    reasoning=fresh["reasoning"]))

@@ -429,6 +429,12 @@ def test_a_failed_export_leaves_no_partial_file(chat_db: Path, tmp_path: Path,
     assert list(out_dir.iterdir()) == []
 
 
+@pytest.mark.parametrize(("fmt", "target"), [("jsonl", "e.jsonl"), ("html", "e.html"), ("md", "md/")])
+def test_an_empty_selection_exports_cleanly(head_db: Path, tmp_path: Path, fmt: str, target: str) -> None:
+    result = _export(head_db, f"{tmp_path}/{target}", [], format=fmt)
+    assert (result.sessions, result.messages) == (0, 0)
+
+
 def test_unknown_session_and_bad_options_are_refused(chat_db: Path, tmp_path: Path) -> None:
     with pytest.raises(SessionNotFoundError):
         _export(chat_db, tmp_path / "x.jsonl", ["nope"])

@@ -170,6 +170,23 @@ def test_an_appended_file_adds_only_the_new_messages(head_db: Path, tmp_path: Pa
     assert _import(head_db, log, kind="claude").files[0].status == "already_imported"
 
 
+def test_an_assistant_message_streamed_across_the_append_boundary_is_completed(
+        head_db: Path, tmp_path: Path) -> None:
+    lines = claude_lines(0, 1)
+    log = write_lines(tmp_path / "proj" / f"{CLAUDE_ID}.jsonl", lines)
+    sid = _import(head_db, log, kind="claude").files[0].session_ids[0]
+    # The same API message (msg_0b) continues with a tool call on the next line.
+    write_lines(log, [_claude("assistant", "2025-11-19T21:20:16.000Z", {
+        "id": "msg_0b", "model": "claude-sonnet-4", "role": "assistant",
+        "content": [{"type": "tool_use", "id": "toolu_x", "name": "Read", "input": {"path": "a"}}],
+        "usage": {"input_tokens": 10, "output_tokens": 5}})], mode="a")
+    f = _import(head_db, log, kind="claude").files[0]
+    assert (f.status, f.messages_imported) == ("appended", 0)
+    last = _messages(head_db, sid)[-1]
+    assert last["content"] == "answer 0" and json.loads(last["tool_calls"])[0]["id"] == "toolu_x"
+    assert _session(head_db, sid)["tool_call_count"] == 2
+
+
 def test_a_rewritten_file_is_skipped_unless_replace(head_db: Path, tmp_path: Path) -> None:
     log = write_lines(tmp_path / "proj" / f"{CLAUDE_ID}.jsonl", claude_lines(0, 2))
     sid = _import(head_db, log, kind="claude").files[0].session_ids[0]
