@@ -1,7 +1,7 @@
 """``optimize``: merge FTS segments, refresh planner statistics, VACUUM, and leave no WAL behind.
 
-Steps (cli-and-formats.md §3.4): (1) FTS5 ``optimize`` of each index and ``PRAGMA optimize``
-(``maintenance.optimize`` when the search layer provides it, which also catches up CJK rows);
+Steps (cli-and-formats.md §3.4): (1) ``maintenance.optimize``: FTS5 ``optimize`` (segment merge)
+of each index, CJK catch-up and ``PRAGMA optimize``;
 (2) a PASSIVE checkpoint, so VACUUM starts from a short WAL; (3) ``VACUUM``; (4) a TRUNCATE
 checkpoint: VACUUM writes the whole file through the WAL, and without this a 3 GB store leaves a
 3 GB ``-wal`` behind (lessons.md §8). The caller owns the whole-file preconditions (no other
@@ -10,19 +10,18 @@ holder, free disk); ``preflight`` states them.
 
 from __future__ import annotations
 
-import importlib
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, exc
+from sqlalchemy import Engine, exc
 
+from . import maintenance
 from .backup import require_free_space
-from .engine import checkpoint, engine_path, is_lock_error, run_write, unwrap
+from .engine import checkpoint, engine_path, is_lock_error, unwrap
 from .errors import StoreBusyError
-from .stats import fts_tables
 
 Progress = Callable[[str], None]
 
@@ -57,25 +56,6 @@ def preflight(path: Path) -> None:
     require_free_space(Path(tempfile.gettempdir()), need, "optimize (VACUUM's temp copy)")
 
 
-def _merge_segments(engine: Engine) -> list[str]:
-    try:
-        maintenance = importlib.import_module("hermes_store.maintenance")
-    except ImportError:
-        maintenance = None
-    upkeep = getattr(maintenance, "optimize", None)
-    if upkeep is not None:
-        return list(upkeep(engine))
-
-    def unit(conn: Connection) -> list[str]:
-        names = fts_tables(conn)
-        for name in names:  # names come from sqlite_master's fts5 entries
-            conn.exec_driver_sql(f'INSERT INTO "{name}" ("{name}") VALUES (\'optimize\')')
-        conn.exec_driver_sql("PRAGMA optimize")
-        return names
-
-    return run_write(engine, unit, what="optimize")
-
-
 def _vacuum(engine: Engine) -> None:
     # VACUUM cannot run inside a transaction; the driver connection is in autocommit mode.
     try:
@@ -95,7 +75,7 @@ def optimize(engine: Engine, progress: Progress | None = None, *,
     note = progress or (lambda step: None)
     result = OptimizeResult(Sizes.of(path), Sizes.of(path))
     note("merging FTS segments")
-    result.merged = _merge_segments(engine)
+    result.merged = maintenance.optimize(engine)
     result.steps += ["fts optimize", "pragma optimize"]
     note("checkpoint (PASSIVE)")
     checkpoint(engine, "PASSIVE")

@@ -8,13 +8,12 @@ No ORM session is used: the models may not even map onto a damaged file.
 Fixes run only after the store and its sidecars were copied to a timestamped backup, in this
 order: schema surgery on duplicate ``sqlite_master`` rows (nothing else can run while they
 exist), orphan FTS5 shadow tables, triggers writing to tables that are gone, the FTS indexes
-(``maintenance.rebuild_indexes`` when the search layer provides it, else FTS5 ``rebuild`` of each
-index), ``REINDEX``. Then every probe runs again and decides the verdict.
+(``maintenance.rebuild_indexes``; should it fail, FTS5 ``rebuild`` of each index, by hand
+for external-content indexes), ``REINDEX``. Then every probe runs again and decides the verdict.
 """
 
 from __future__ import annotations
 
-import importlib
 import re
 import sqlite3
 import time
@@ -25,7 +24,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, exc
 
-from . import migrate
+from . import maintenance, migrate
 from .backup import backup_path, copy_with_sidecars
 from .engine import is_lock_error, open_engine, run_write, unwrap
 from .errors import StoreDamagedError, StoreNotFoundError
@@ -317,19 +316,11 @@ def _reindex_external(conn: Connection, table: str, sql: str) -> None:
 
 
 def _rebuild_fts(conn: Connection) -> list[str]:
-    """The search layer's own rebuild when it has one and it works; else each index alone."""
-    try:
-        maintenance = importlib.import_module("hermes_store.maintenance")
-    except ImportError:
-        maintenance = None
-    rebuild: Callable[[Connection], Any] | None = (
-        getattr(maintenance, "rebuild_indexes", None) or getattr(maintenance, "rebuild_fts", None))
-    done: list[str] = []
-    if rebuild is not None:
-        error = _attempt(conn, lambda: rebuild(conn))
-        if error is None:
-            return [f"rebuilt the search indexes (maintenance.{rebuild.__name__})"]
-        done.append(f"maintenance.{rebuild.__name__} failed ({error}); rebuilding index by index")
+    """The search layer's rebuild when it works; else each index on its own."""
+    error = _attempt(conn, lambda: maintenance.rebuild_indexes(conn))
+    if error is None:
+        return ["rebuilt the search indexes (maintenance.rebuild_indexes)"]
+    done = [f"maintenance.rebuild_indexes failed ({error}); rebuilding index by index"]
     sql_of = {n: sql for t, n, _, sql in schema_rows(conn) if t == "table"}
     for table in fts5_tables(schema_rows(conn)):
         stmt = f"INSERT INTO {_quote(table)}({_quote(table)}) VALUES ('rebuild')"

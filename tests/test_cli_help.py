@@ -14,7 +14,7 @@ def test_every_command_has_help_with_an_example(name: str) -> None:
     result = CliRunner().invoke(main, [name, "--help"])
     assert result.exit_code == 0, result.output
     assert "Example:" in result.output
-    assert f"hermes-store" in result.output.split("Example:", 1)[1]
+    assert "hermes-store" in result.output.split("Example:", 1)[1]
 
 
 def test_the_group_help_has_an_example() -> None:
