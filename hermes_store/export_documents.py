@@ -28,7 +28,9 @@ from hermes_store.exporters import (
 __all__ = ["verify_markdown", "write_html", "write_markdown"]
 
 HASH_LINE_PREFIX = "- File SHA-256 (with this value read as `pending`): `"
-_HASH_LINE = re.compile(r"^- File SHA-256 \(with this value read as `pending`\): `([0-9a-f]{64}|pending)`\n?\Z")
+_HASH_LINE = re.compile(
+    r"^- File SHA-256 \(with this value read as `pending`\): `([0-9a-f]{64}|pending)`\n?\Z"
+)
 
 
 def _display(value: Any) -> str:
@@ -111,7 +113,8 @@ def write_markdown(reader: StoreReader, ids: Sequence[str], output: str | os.Pat
     elif len(groups) == 1:
         directory, single = Path(output).parent, Path(output)
     else:
-        raise UsageError(f"{ext} export of {len(groups)} sessions needs a directory (end OUTPUT with '/')")
+        raise UsageError(
+            f"{ext} export of {len(groups)} sessions needs a directory (end OUTPUT with '/')")
     plans: list[tuple[list[str], list[str], dict[str, Any], Path]] = []
     for group in groups:
         with reader.scope():
@@ -163,7 +166,8 @@ def _front_matter(meta: dict[str, Any], group: list[str], stored: int, newest: A
 
 
 def _write_markdown_body(reader: StoreReader, group: list[str], lineage: list[str],
-                         meta: dict[str, Any], w: _HashingWriter, options: ExportOptions, scrub: Scrub) -> tuple[int, int]:
+                         meta: dict[str, Any], w: _HashingWriter, options: ExportOptions,
+                         scrub: Scrub) -> tuple[int, int]:
     stats = [reader.message_stats(sid) for sid in group]
     stored = sum(n for n, _ in stats)
     newest = max((t for _, t in stats if sane_time(t) is not None), default=None)
@@ -188,7 +192,8 @@ def _write_markdown_body(reader: StoreReader, group: list[str], lineage: list[st
 def _write_markdown_message(w: _HashingWriter, msg: dict[str, Any]) -> None:
     role = _display(msg.get("role")) or "?"
     when = _when(msg.get("timestamp"))
-    label = " (compacted)" if msg.get("compacted") else (" (inactive)" if msg.get("active") == 0 else "")
+    label = (" (compacted)" if msg.get("compacted")
+             else " (inactive)" if msg.get("active") == 0 else "")
     if role == "tool":
         w.write(f"### Tool — {_display(msg.get('tool_name')) or 'tool'} — {when}{label}\n\n")
         if msg.get("tool_call_id"):

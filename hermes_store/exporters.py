@@ -299,13 +299,15 @@ def _write_jsonl_session(reader: StoreReader, sid: str, out: TextIO, options: Ex
         if ts is not None:
             first = ts if first is None else min(first, ts)
             last = ts if last is None else max(last, ts)
-        out.write(("," if count else "") + dumps({k: jsonable(v) for k, v in scrub.message(msg).items()}))
+        cells = {k: jsonable(v) for k, v in scrub.message(msg).items()}
+        out.write(("," if count else "") + dumps(cells))
         count += 1
     started = sane_time(row.get("started_at"))
     ended = sane_time(row.get("ended_at")) or last
     timings = {
         "first_message_at": iso_utc(first), "last_message_at": iso_utc(last),
-        "wall_clock_ms": round((ended - started) * 1000) if started and ended and ended >= started else None,
+        "wall_clock_ms": (round((ended - started) * 1000)
+                          if started and ended and ended >= started else None),
     }
     # No attachment table exists yet, so the list is empty; the key keeps the format stable.
     trailer: dict[str, Any] = {"attachments": []} if options.attachments else {}
@@ -489,7 +491,8 @@ def _write_trace(reader: StoreReader, sid: str, out: TextIO, options: ExportOpti
         previous = ts if ts is not None else previous
         uid = str(uuid.uuid5(TRACE_NAMESPACE, f"{sid}:{msg.get('id')}"))
         line = {"parentUuid": parent, **envelope, "uuid": uid,
-                "timestamp": iso_utc(ts, millis=True), "type": "user" if body["role"] == "user" else "assistant",
+                "timestamp": iso_utc(ts, millis=True),
+                "type": "user" if body["role"] == "user" else "assistant",
                 "message": body}
         out.write(dumps(line) + "\n")
         parent = uid

@@ -167,7 +167,8 @@ class SessionFilter:
                                       or not math.isfinite(v) or v < 0):
                     raise FilterError(f"--{_flag(name)}: expected a number >= 0, got {v!r}")
             if lo is not None and hi is not None and lo > hi:
-                raise FilterError(f"--{_flag(low)} {lo} is above --{_flag(high)} {hi}: nothing can match")
+                raise FilterError(
+                    f"--{_flag(low)} {lo} is above --{_flag(high)} {hi}: nothing can match")
         self.window()
 
     # ---------------------------------------------------------------- resolution
@@ -176,7 +177,9 @@ class SessionFilter:
         now = self.now
 
         def resolve(value: object, flag: str) -> float | None:
-            return None if value is None else parse_time(value, now=now, flag=flag)  # type: ignore[arg-type]
+            if value is None:
+                return None
+            return parse_time(value, now=now, flag=flag)  # type: ignore[arg-type]
 
         w = TimeWindow(
             active_after=resolve(self.newer_than, "--newer-than"),

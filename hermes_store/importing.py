@@ -371,7 +371,8 @@ def _find_imported(conn: Connection, parsed: ImportedSession) -> tuple[str, dict
     for sid, origin in conn.execute(
         select(s.id, s.origin_json).where(
             s.source == parsed.source,
-            func.json_extract(safe, "$.imported_from.foreign_session_id") == parsed.foreign_session_id,
+            func.json_extract(safe, "$.imported_from.foreign_session_id")
+            == parsed.foreign_session_id,
         )
     ):
         prov = _provenance_of(origin)
@@ -387,7 +388,8 @@ def _message_rows(parsed: ImportedSession, sid: str, start: int = 0) -> list[dic
     for m in parsed.messages[start:]:
         row = {k: m.get(k) for k in keys}
         row["session_id"] = sid
-        row["tool_calls"] = json.dumps(m["tool_calls"], ensure_ascii=False) if m.get("tool_calls") else None
+        calls = m.get("tool_calls")
+        row["tool_calls"] = json.dumps(calls, ensure_ascii=False) if calls else None
         out.append(row)
     return out
 
@@ -454,8 +456,8 @@ def _import_foreign(engine: Engine, path: Path, fmt: str, summary: FileImportSum
         return
     expected = found[1].get("file_sha256") if found else None
     if dry_run:
-        n = len(parsed.messages) - (int(found[1].get("messages_imported") or 0) if plan == "append" else 0)
-        summary.messages_imported = n
+        already = int(found[1].get("messages_imported") or 0) if found and plan == "append" else 0
+        summary.messages_imported = len(parsed.messages) - already
     else:
         summary.messages_imported = run_write(
             engine, lambda conn: _write_foreign(conn, parsed, target, plan, expected),
