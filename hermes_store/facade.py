@@ -360,12 +360,12 @@ class SessionDB:
                         exclude_sources: Sequence[str] | None = None,
                         role_filter: Sequence[str] | None = None, limit: int = 20,
                         offset: int = 0, sort: str | None = None) -> list[dict[str, Any]]:
+        _check_page(limit, offset)
         from .search import search_messages  # written by the search work; imported on use
 
-        _check_page(limit, offset)
-        return search_messages(self, query, source_filter=source_filter,
-                               exclude_sources=exclude_sources, role_filter=role_filter,
-                               limit=limit, offset=offset, sort=sort)
+        return self._read(lambda c: search_messages(
+            c, query, source_filter=source_filter, exclude_sources=exclude_sources,
+            role_filter=role_filter, limit=limit, offset=offset, sort=sort))
 
     # ----------------------------------------------------------------- export
 
