@@ -38,7 +38,7 @@ from hermes_store.redact import Redactor
 
 __all__ = [
     "EXPORT_FORMAT", "FORMATS", "ExportOptions", "ExportResult", "TRACE_NAMESPACE",
-    "export_sessions", "jsonable", "open_output",
+    "export_sessions", "jsonable", "open_output", "plan_export",
 ]
 
 FORMATS = ("jsonl", "md", "qmd", "html", "trace")
@@ -260,6 +260,22 @@ def export_sessions(source: Connection | Engine, output: str | os.PathLike[str] 
             export_documents.write_markdown(reader, ids, output, options, scrub, result, progress)
     result.redaction_counts = scrub.counts
     return result
+
+
+def plan_export(source: Connection | Engine,
+                session_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """What an export would cover (``--dry-run``): id, title, source, start and message count."""
+    reader = StoreReader.reflect(source)
+    with reader.scope():
+        ids = reader.session_ids() if session_ids is None else reader.existing_ids(
+            list(dict.fromkeys(session_ids)))
+        plan = []
+        for sid in ids:
+            row = reader.session(sid) or {}
+            count, _ = reader.message_stats(sid)
+            plan.append({"id": sid, "title": row.get("title"), "source": row.get("source"),
+                         "started_at": iso_utc(row.get("started_at")), "messages": count})
+    return plan
 
 
 def tick(progress: Progress | None, sid: str, n: int) -> None:

@@ -16,7 +16,7 @@ from hermes_store import migrate
 from hermes_store.engine import open_engine, reading, run_write
 from hermes_store.errors import OutputExistsError, SessionNotFoundError, UsageError
 from hermes_store.export_documents import verify_markdown
-from hermes_store.exporters import ExportOptions, ExportResult, export_sessions
+from hermes_store.exporters import ExportOptions, ExportResult, export_sessions, plan_export
 from hermes_store.importing import import_paths
 from hermes_store.models import ChatSession, Message
 
@@ -433,6 +433,14 @@ def test_a_failed_export_leaves_no_partial_file(chat_db: Path, tmp_path: Path,
 def test_an_empty_selection_exports_cleanly(head_db: Path, tmp_path: Path, fmt: str, target: str) -> None:
     result = _export(head_db, f"{tmp_path}/{target}", [], format=fmt)
     assert (result.sessions, result.messages) == (0, 0)
+
+
+def test_plan_export_lists_sessions_and_their_message_counts(chat_db: Path,
+                                                                    tmp_path: Path) -> None:
+    plan = plan_export(open_engine(chat_db))
+    assert [(p["id"], p["messages"]) for p in plan] == [
+        ("20260601_100000_aaaa1111", 5), ("20260602_100000_bbbb2222", 1)]
+    assert plan[0]["title"] == "Fix <b>flaky</b> test"
 
 
 def test_unknown_session_and_bad_options_are_refused(chat_db: Path, tmp_path: Path) -> None:
