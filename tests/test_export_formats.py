@@ -435,8 +435,7 @@ def test_an_empty_selection_exports_cleanly(head_db: Path, tmp_path: Path, fmt: 
     assert (result.sessions, result.messages) == (0, 0)
 
 
-def test_plan_export_lists_sessions_and_their_message_counts(chat_db: Path,
-                                                                    tmp_path: Path) -> None:
+def test_plan_export_lists_sessions_and_their_message_counts(chat_db: Path) -> None:
     plan = plan_export(open_engine(chat_db))
     assert [(p["id"], p["messages"]) for p in plan] == [
         ("20260601_100000_aaaa1111", 5), ("20260602_100000_bbbb2222", 1)]
