@@ -26,7 +26,7 @@ from sqlalchemy import Connection, Engine, exc
 
 from . import maintenance, migrate
 from .backup import backup_path, copy_with_sidecars
-from .engine import is_lock_error, open_engine, run_write, unwrap
+from .engine import is_lock_error, open_engine, run_write
 from .errors import StoreDamagedError, StoreNotFoundError
 from .holders import ensure_not_held
 
@@ -92,7 +92,10 @@ def _quote(name: str) -> str:
 
 
 def _message(err: BaseException) -> str:
+    """SQLite's own words: without SQLAlchemy's wrapper or the engine's generic advice."""
     inner = err.orig if isinstance(err, exc.DBAPIError) and err.orig is not None else err
+    while isinstance(inner, StoreDamagedError) and inner.__cause__ is not None:
+        inner = inner.__cause__
     return str(inner)
 
 
@@ -218,7 +221,7 @@ def probe_store(path: str | Path, *, full: bool = False) -> list[Probe]:
             with conn.begin():
                 rows = schema_rows(conn)
     except (exc.DBAPIError, sqlite3.DatabaseError) as err:
-        text = _message(unwrap(err) if isinstance(err, exc.DBAPIError) else err)
+        text = _message(err)
         dups = duplicate_schema_rows(p) if "malformed database schema" in text else []
         if dups:
             listing = ", ".join(f"{t} {n} ×{c}" for t, n, c in dups)
