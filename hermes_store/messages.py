@@ -56,7 +56,8 @@ def encode_content(content: object) -> str | None:
         return MULTIMODAL_PREFIX + dump_json(content) if content.startswith(MULTIMODAL_PREFIX) \
             else content
     if isinstance(content, (list, dict)):
-        return MULTIMODAL_PREFIX + dump_json(content)
+        # The search view extracts text parts with SQL json functions: no escaped surrogates.
+        return MULTIMODAL_PREFIX + dump_json(content, what="content")
     raise TypeError(f"content must be str, list, dict or None, not {type(content).__name__}")
 
 

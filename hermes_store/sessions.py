@@ -61,8 +61,14 @@ def check_text(what: str, value: str | None) -> None:
                          "it cannot be stored as text") from None
 
 
-def dump_json(value: Any) -> str:
-    """JSON text: non-ASCII kept as is, unless it holds lone surrogates (then escaped, losslessly)."""
+def dump_json(value: Any, *, what: str | None = None) -> str:
+    """JSON text with non-ASCII kept as is.
+
+    A lone surrogate cannot be stored as UTF-8: by default the value is then written with
+    ``\\uXXXX`` escapes (lossless, reads back identical). With ``what`` set it is refused
+    instead, for JSON that SQL decodes (SQLite's json functions turn such an escape into
+    invalid UTF-8 that no reader can decode).
+    """
     try:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError) as err:
@@ -70,6 +76,9 @@ def dump_json(value: Any) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
+        if what is not None:
+            raise ValueError(f"{what} contains a lone surrogate; it cannot be stored as text") \
+                from None
         text = json.dumps(value, ensure_ascii=True)
     return text
 
