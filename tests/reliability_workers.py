@@ -195,3 +195,48 @@ def upgrade_with_location(path: str, location: str) -> None:
 def kill_self() -> None:
     """What the OOM killer does: no cleanup, no rollback, no checkpoint."""
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def optimize_and_die(path: str, phase: str, nth: int, chunk: int, teardown_chunk: int) -> None:
+    """Run optimize_storage and SIGKILL ourselves at the ``nth`` progress report of ``phase``.
+
+    ``vacuum`` is reported just before VACUUM starts, so there the kill is armed on a timer and
+    lands while VACUUM (or what follows it) runs.
+    """
+    import threading
+
+    from hermes_store import maintenance
+
+    seen: dict[str, int] = {}
+
+    def progress(reported: str, done: int, total: int) -> None:
+        seen[reported] = seen.get(reported, 0) + 1
+        if reported == phase and seen[reported] == nth:
+            if phase == "vacuum":
+                threading.Timer(0.005, kill_self).start()
+            else:
+                kill_self()
+
+    maintenance.optimize_storage(path, progress=progress, chunk=chunk,
+                                 teardown_chunk=teardown_chunk)
+    time.sleep(60)  # the vacuum timer fires while we wait, if VACUUM was quicker
+
+
+def import_and_die(path: str, files: list[str], hook: str, nth: int) -> None:
+    """Run an import and SIGKILL ourselves inside the transaction of the ``nth`` call of
+    ``importing.<hook>``, after it has written its rows but before the commit."""
+    from hermes_store import importing
+
+    original = getattr(importing, hook)
+    calls = 0
+
+    def dying(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        out = original(*args, **kwargs)
+        if calls == nth:
+            kill_self()
+        return out
+
+    setattr(importing, hook, dying)
+    importing.import_paths(eng.open_engine(path), files)

@@ -63,6 +63,20 @@ def db(shared_store: Path) -> Iterator[SessionDB]:
 
 @SETTINGS
 @given(query=ANY_TEXT)
+@example(query='"unterminated')
+@example(query="NEAR(a b")
+@example(query="content:kubernetes")
+@example(query="* OR *")
+@example(query="\ud800")
+def test_search_messages_returns_a_list_for_any_query(db: SessionDB, query: str) -> None:
+    results = db.search_messages(query, limit=5)
+    assert isinstance(results, list) and len(results) <= 5
+    for hit in results:
+        assert {"id", "session_id", "role", "snippet"} <= hit.keys()
+
+
+@SETTINGS
+@given(query=ANY_TEXT)
 def test_sanitized_queries_are_valid_match_expressions_on_both_store_indexes(
         shared_store: Path, query: str) -> None:
     sanitized = fts.sanitize_query(query)
@@ -75,6 +89,12 @@ def test_sanitized_queries_are_valid_match_expressions_on_both_store_indexes(
                         (sanitized,)).fetchone()
     finally:
         con.close()
+
+
+def test_search_finds_seeded_text_through_the_same_path(db: SessionDB) -> None:
+    # The properties above would pass on a search that always returns []: this one would not.
+    assert {h["session_id"] for h in db.search_messages("kubernetes")} == {"en"}
+    assert {h["session_id"] for h in db.search_messages("数据库")} == {"zh"}
 
 
 # --------------------------------------------------------------------------- titles

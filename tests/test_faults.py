@@ -295,3 +295,162 @@ def test_a_full_disk_during_upgrade_leaves_the_legacy_store_as_it_was(legacy_db)
     assert migrate.status(path).legacy_version == 4
     assert _all_rows(path, "messages") == before
     assert migrate.upgrade(path).state == "up-to-date"
+
+
+# --------------------------------------------------------------------------- killed optimize_storage
+
+
+def _fts_backlog(path: Path) -> dict[str, str]:
+    con = _connect(path)
+    try:
+        return dict(con.execute("SELECT key, value FROM state_meta WHERE key LIKE 'fts_rebuild_%'"))
+    finally:
+        con.close()
+
+
+def _indexed_exactly_once(path: Path) -> None:
+    """Every FTS5 index agrees with its content, term by term (a row indexed twice, or not at
+    all, changes the index checksum), and a term's hits equal the rows that hold it."""
+    from hermes_store import maintenance
+
+    engine = eng.open_engine(path)
+    assert eng.run_write(engine, maintenance.integrity_problems) == {}
+    con = _connect(path)
+    try:
+        for term in ("encapsulation", "sysconfig"):
+            hits = con.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?",
+                               (term,)).fetchone()[0]
+            distinct = con.execute("SELECT count(DISTINCT rowid) FROM messages_fts "
+                                   "WHERE messages_fts MATCH ?", (term,)).fetchone()[0]
+            assert hits == distinct > 0, term
+    finally:
+        con.close()
+
+
+def _grow_past_the_inline_reindex_limit(path: Path, rows: int = 5_200) -> None:
+    """Small legacy stores are re-indexed inside the upgrade; a larger one is left with a
+    backfill window for optimize_storage, which is what these tests kill."""
+    con = _connect(path)
+    try:
+        sid = con.execute("SELECT id FROM sessions ORDER BY started_at LIMIT 1").fetchone()[0]
+        con.executemany(
+            "INSERT INTO messages (session_id, role, content, timestamp) VALUES (?, ?, ?, ?)",
+            ((sid, "user", f"filler {i} encapsulation sysconfig {i % 97}", 1.7e9 + i)
+             for i in range(rows)))
+        con.execute("UPDATE sessions SET message_count = "
+                    "(SELECT count(*) FROM messages WHERE session_id = sessions.id)")
+        con.commit()
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize(("phase", "nth"), [("backfill", 3), ("teardown", 3), ("vacuum", 1)])
+def test_optimize_storage_killed_in_any_phase_reruns_to_an_index_with_every_row_once(
+        legacy_db, phase: str, nth: int) -> None:
+    from hermes_store import maintenance
+
+    path = legacy_db(11)
+    _grow_past_the_inline_reindex_limit(path)
+    migrate.upgrade(path)
+    contents_before = _pairs(path, "SELECT id, content FROM messages")
+    assert _fts_backlog(path)  # the inline index was retired: a backfill window is open
+    eng.dispose_all()
+
+    child = SPAWN.Process(target=rw.optimize_and_die, args=(str(path), phase, nth, 500, 200))
+    child.start()
+    child.join(timeout=120)
+    assert child.exitcode == -signal.SIGKILL, f"the child was not killed in {phase}"
+
+    assert _integrity(path) == "ok"
+    if phase == "backfill":  # killed between chunks: some committed, the rest still to do
+        backlog = _fts_backlog(path)
+        assert 0 < int(backlog["fts_rebuild_progress"]) < int(backlog["fts_rebuild_high_water"])
+    maintenance.optimize_storage(path)
+
+    assert _integrity(path) == "ok"
+    assert _fts_backlog(path) == {}
+    assert not {"messages_fts_old", "messages_fts_trigram_old"} & _tables(path)
+    assert _pairs(path, "SELECT id, content FROM messages") == contents_before
+    _indexed_exactly_once(path)
+    _counters_match_rows(path)
+
+
+# --------------------------------------------------------------------------- killed import
+
+
+def _jsonl_backup(path: Path, sessions: int, per_session: int) -> Counter[str]:
+    import json
+
+    contents: Counter[str] = Counter()
+    with open(path, "w", encoding="utf-8") as f:
+        for s in range(sessions):
+            messages = []
+            for m in range(per_session):
+                text = f"imported session {s} message {m}"
+                contents[text] += 1
+                messages.append({"role": "user" if m % 2 == 0 else "assistant", "content": text,
+                                 "timestamp": 1_780_000_000.0 + s * 100 + m})
+            f.write(json.dumps({"id": f"imp-{s:03d}", "source": "cli",
+                                "started_at": 1_780_000_000.0 + s * 100,
+                                "message_count": per_session, "messages": messages}) + "\n")
+    return contents
+
+
+def test_import_killed_mid_file_reruns_without_duplicates(head_db: Path, tmp_path: Path) -> None:
+    from hermes_store.importing import import_paths
+
+    backup = tmp_path / "backup.jsonl"
+    expected = _jsonl_backup(backup, sessions=30, per_session=5)
+    eng.dispose_all()
+
+    # Killed inside the transaction of the 12th session, after its rows were inserted.
+    child = SPAWN.Process(target=rw.import_and_die,
+                          args=(str(head_db), [str(backup)], "_write_record", 12))
+    child.start()
+    child.join(timeout=120)
+    assert child.exitcode == -signal.SIGKILL
+
+    assert _integrity(head_db) == "ok"
+    assert sorted(_counters_match_rows(head_db)) == [f"imp-{s:03d}" for s in range(11)]
+
+    result = import_paths(eng.open_engine(head_db), [backup])
+    assert (result.sessions_skipped, result.sessions_imported) == (11, 19)
+    assert _contents(head_db) == expected
+    assert all(n == 5 for n in _counters_match_rows(head_db).values())
+    _fts_integrity_ok(head_db)
+
+
+def test_a_claude_log_import_killed_before_its_commit_is_imported_once_on_rerun(
+        head_db: Path, tmp_path: Path) -> None:
+    import json
+
+    from hermes_store.importing import import_paths
+
+    log = tmp_path / "proj" / "f6019a3e-2b1c-4d5e-8f70-112233445566.jsonl"
+    log.parent.mkdir()
+    lines = []
+    for i in range(40):
+        for role, text in (("user", f"question {i} about the flaky test"),
+                           ("assistant", f"answer {i}: retry with a fixed seed")):
+            lines.append({"type": role, "uuid": f"u-{i}-{role}", "parentUuid": None,
+                          "sessionId": "f6019a3e-2b1c-4d5e-8f70-112233445566",
+                          "cwd": "/home/ana/app", "timestamp": f"2025-11-19T21:{i:02d}:00.000Z",
+                          "message": {"role": role, "content": text}})
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    eng.dispose_all()
+
+    child = SPAWN.Process(target=rw.import_and_die,
+                          args=(str(head_db), [str(log)], "_write_foreign", 1))
+    child.start()
+    child.join(timeout=120)
+    assert child.exitcode == -signal.SIGKILL
+    assert _integrity(head_db) == "ok"
+    assert _counters_match_rows(head_db) == {}
+
+    first = import_paths(eng.open_engine(head_db), [log]).files[0]
+    again = import_paths(eng.open_engine(head_db), [log]).files[0]
+    assert (first.status, again.status) == ("imported", "already_imported")
+    stored = _contents(head_db)
+    assert len(stored) == 80 and max(stored.values()) == 1
+    assert list(_counters_match_rows(head_db).values()) == [80]
+    _fts_integrity_ok(head_db)

@@ -68,7 +68,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("stats.py", "_one_session", "order"): "'ASC' or 'DESC' chosen by its callers",
     ("stats.py", "_fts_structure", "table"): "an fts5 table name read from sqlite_master",
     ("stats.py", "_columns", "table"): "a table of REQUIRED_COLUMNS (fixed)",
-    ("compaction.py", "unit", "name"): "an fts5 table name read from sqlite_master",
     ("maintenance.py", "_drain_chunk", "table"): "a retired index name from RETIRED (fixed)",
     ("maintenance.py", "_remaining", "table"): "a retired index name from RETIRED (fixed)",
     ("maintenance.py", "_drop", "table"): "a retired index name from RETIRED (fixed)",
@@ -128,8 +127,18 @@ def _validating_quoters(tree: ast.Module) -> set[str]:
 
 def _assignments(scope: ast.AST | None, tree: ast.Module, name: str) -> list[ast.expr]:
     body = scope if scope is not None else tree
-    return [n.value for n in ast.walk(body) if isinstance(n, ast.Assign)
-            for t in n.targets if isinstance(t, ast.Name) and t.id == name]
+    values = []
+    for node in ast.walk(body):
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            if isinstance(target, ast.Name) and target.id == name:
+                values.append(node.value)
+            elif isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple) \
+                    and len(target.elts) == len(node.value.elts):  # a, b = x, y
+                values.extend(v for t, v in zip(target.elts, node.value.elts)
+                              if isinstance(t, ast.Name) and t.id == name)
+    return values
 
 
 def _interpolated(arg: ast.expr, scope: ast.AST | None, tree: ast.Module,
@@ -173,24 +182,68 @@ def _interpolated(arg: ast.expr, scope: ast.AST | None, tree: ast.Module,
     return []
 
 
-def _is_provably_fixed(expr: ast.expr, constants: set[str], quoters: set[str]) -> bool:
+@dataclass(frozen=True)
+class _Module:
+    tree: ast.Module
+    constants: set[str]
+    quoters: set[str]
+
+
+def _loop_sources(scope: ast.AST | None, name: str) -> list[ast.expr]:
+    """What ``name`` iterates over when it is a ``for`` target in ``scope``."""
+    if scope is None:
+        return []
+    return [n.iter for n in ast.walk(scope) if isinstance(n, (ast.For, ast.comprehension))
+            and isinstance(n.target, ast.Name) and n.target.id == name]
+
+
+def _is_quoted_list(expr: ast.expr, mod: _Module) -> bool:
+    """``", ".join(map(_quote, xs))`` or ``", ".join(_quote(x) for x in xs)``."""
+    if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)
+            and expr.func.attr == "join" and isinstance(expr.func.value, ast.Constant)
+            and len(expr.args) == 1):
+        return False
+    arg = expr.args[0]
+    if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name) and arg.func.id == "map":
+        return isinstance(arg.args[0], ast.Name) and arg.args[0].id in mod.quoters
+    if isinstance(arg, (ast.GeneratorExp, ast.ListComp)):
+        elt = arg.elt
+        return (isinstance(elt, ast.Call) and isinstance(elt.func, ast.Name)
+                and elt.func.id in mod.quoters)
+    return False
+
+
+def _is_provably_fixed(expr: ast.expr, mod: _Module, scope: ast.AST | None,
+                       depth: int = 0) -> bool:
+    if depth > 6:
+        return False
     if isinstance(expr, ast.Constant):
         return True
+    if isinstance(expr, ast.JoinedStr):
+        return all(_is_provably_fixed(v.value, mod, scope, depth + 1) for v in expr.values
+                   if isinstance(v, ast.FormattedValue))
     if isinstance(expr, ast.Name):
-        return expr.id in constants and expr.id.lstrip("_").isupper()
+        if expr.id in mod.constants and expr.id.lstrip("_").isupper():
+            return True
+        loops = _loop_sources(scope, expr.id)
+        if loops:  # ``for name in FIXED_TUPLE``
+            return all(isinstance(it, ast.Name) and it.id in mod.constants
+                       and it.id.lstrip("_").isupper() for it in loops)
+        local = _assignments(scope, mod.tree, expr.id) if scope is not None else []
+        return bool(local) and all(_is_provably_fixed(v, mod, scope, depth + 1) for v in local)
     if isinstance(expr, ast.Subscript):  # a lookup in a module-level table of fragments
-        return isinstance(expr.value, ast.Name) and expr.value.id in constants
+        return isinstance(expr.value, ast.Name) and expr.value.id in mod.constants
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name):
         if expr.func.id in ("int", "float"):
             return True  # a number cannot carry SQL
-        return expr.func.id in quoters
-    return False
+        return expr.func.id in mod.quoters
+    return _is_quoted_list(expr, mod)
 
 
 def sql_interpolations(path: Path) -> Iterator[tuple[Interpolation, bool]]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     parents = _parents(tree)
-    constants, quoters = _module_constants(tree), _validating_quoters(tree)
+    mod = _Module(tree, _module_constants(tree), _validating_quoters(tree))
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or not node.args:
             continue
@@ -202,7 +255,7 @@ def sql_interpolations(path: Path) -> Iterator[tuple[Interpolation, bool]]:
         for expr in _interpolated(node.args[0], scope, tree):
             yield (Interpolation(path.name, _function_name(scope), expr.lineno, expr.col_offset,
                                 ast.unparse(expr)),
-                   _is_provably_fixed(expr, constants, quoters))
+                   _is_provably_fixed(expr, mod, scope))
 
 
 def test_sql_text_interpolates_only_fixed_identifiers() -> None:
