@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +40,12 @@ _TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_w
 
 
 # --------------------------------------------------------------------------- checks
+
+
+def new_session_id(now: float | None = None) -> str:
+    """A CLI-shaped id: local ``YYYYMMDD_HHMMSS_`` plus 6 hex digits (never order by it)."""
+    stamp = time.strftime("%Y%m%d_%H%M%S", time.localtime(time.time() if now is None else now))
+    return f"{stamp}_{secrets.token_hex(3)}"
 
 
 def check_session_id(session_id: object) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import stat
 import threading
@@ -109,6 +110,22 @@ def test_a_foreign_database_is_refused_untouched(tmp_path: Path) -> None:
         SessionDB(path)
     names = {r[0] for r in sqlite3.connect(path).execute("SELECT name FROM sqlite_master")}
     assert names == {"stuff"}
+
+
+def test_connections_use_the_documented_pragmas(db: SessionDB) -> None:
+    conn = db._conn
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 1000
+    assert conn.execute("PRAGMA journal_size_limit").fetchone()[0] == 64 * 1024 * 1024
+
+
+def test_the_store_and_its_wal_are_private_to_the_user(db: SessionDB) -> None:
+    db.create_session("s1", "cli")
+    wal = Path(str(db.db_path) + "-wal")
+    assert wal.exists()
+    for path in (db.db_path, wal):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
 # --------------------------------------------------------------------------- closing
@@ -230,6 +247,38 @@ def test_an_exhausted_lock_budget_raises_operational_error(db: SessionDB, monkey
     assert db.get_session("s1")["ended_at"] is None
 
 
+def test_reads_never_wait_for_the_write_lock(db: SessionDB) -> None:
+    db.create_session("s1", "cli")
+    holder = sqlite3.connect(db.db_path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("UPDATE sessions SET title = 'uncommitted'")
+    try:
+        assert db.get_session("s1")["title"] is None
+        assert db.list_sessions_rich()[0]["id"] == "s1"
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_creates_and_appends_get_the_long_budget_other_writes_the_short(db, monkeypatch) -> None:
+    budgets: list[tuple[str, float]] = []
+    real = engine_mod.run_write
+
+    def spy(eng, fn, *, budget, what):
+        budgets.append((what, budget))
+        return real(eng, fn, budget=budget, what=what)
+
+    monkeypatch.setattr(engine_mod, "run_write", spy)
+    db.create_session("s1", "cli")
+    db.ensure_session("s1")
+    db.append_message("s1", "user", "x")
+    db.end_session("s1", "done")
+    db.set_session_title("s1", "t")
+    assert budgets == [("create_session", 60.0), ("create_session", 60.0),
+                       ("append_message", 60.0), ("end_session", 20.0),
+                       ("set_session_title", 20.0)]
+
+
 # --------------------------------------------------------------------------- ids
 
 
@@ -238,6 +287,14 @@ def test_an_exhausted_lock_budget_raises_operational_error(db: SessionDB, monkey
 def test_every_producer_id_shape_is_accepted(db: SessionDB, sid: str) -> None:
     assert db.create_session(sid, "cli") == sid
     assert db.get_session(sid)["id"] == sid
+
+
+def test_new_session_id_has_the_cli_shape(db: SessionDB) -> None:
+    from hermes_store.sessions import new_session_id
+
+    sid = new_session_id()
+    assert re.fullmatch(r"\d{8}_\d{6}_[0-9a-f]{6}", sid)
+    assert db.create_session(sid, "cli") == sid and new_session_id() != sid
 
 
 def test_empty_id_is_a_value_error_and_non_str_a_type_error(db: SessionDB) -> None:
