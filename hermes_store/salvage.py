@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 
 from . import __version__, migrate
 from .backup import copy_with_sidecars, require_free_space, store_bytes
@@ -205,13 +205,33 @@ def _prepare_table(dst: Connection, table: str, src_cols: list[tuple[str, str]],
     return [c for c, _ in src_cols if c in have and _IDENT.match(c)]
 
 
+_PLACEHOLDER_SQL = ("INSERT INTO sessions (id, source, title, started_at, ended_at, end_reason) "
+                    "VALUES (?, ?, NULL, ?, ?, 'recovered')")
+_PLACEHOLDER_FIX_SQL = (
+    "UPDATE sessions SET started_at = (SELECT MIN(timestamp) FROM messages WHERE session_id = ?), "
+    "ended_at = (SELECT MAX(timestamp) FROM messages WHERE session_id = ?), "
+    "message_count = (SELECT COUNT(*) FROM messages WHERE session_id = sessions.id) WHERE id = ?")
+_EXISTING_SQL = "SELECT id FROM sessions WHERE id IN ({marks})"
+_MAX_PARAMS = 900
+
+
+def _existing_sessions(conn: Connection, ids: list[Any]) -> set[Any]:
+    found: set[Any] = set()
+    for i in range(0, len(ids), _MAX_PARAMS):
+        part = ids[i:i + _MAX_PARAMS]
+        found.update(r[0] for r in conn.exec_driver_sql(
+            _EXISTING_SQL.format(marks=", ".join("?" for _ in part)), tuple(part)))
+    return found
+
+
 class _Copier:
-    def __init__(self, src: sqlite3.Connection, out_engine: Any, report: RecoveryReport,
+    """Copies one table at a time in rowid chunks; every write unit is safe to retry."""
+
+    def __init__(self, src: sqlite3.Connection, out_engine: Engine, report: RecoveryReport,
                  chunk: int, allow_partial: bool, progress: ProgressFn | None):
         self.src, self.engine, self.report = src, out_engine, report
         self.chunk, self.allow_partial, self.progress = chunk, allow_partial, progress
-        self.parents: dict[str, str] = {}
-        self.sessions: set[str] = set()
+        self.parents: dict[Any, Any] = {}
 
     def copy(self, table: str, create_sql: str | None) -> None:
         result = self.report.tables.setdefault(table, TableResult())
@@ -223,19 +243,22 @@ class _Copier:
         verb = "INSERT OR IGNORE" if table == "state_meta" else "INSERT"
         insert = (f"{verb} INTO {_q(table)} ({', '.join(map(_q, cols))}) "
                   f"VALUES ({', '.join('?' for _ in cols)})")
-        bounds = self.src.execute(f"SELECT MIN(rowid), MAX(rowid), COUNT(*) FROM {_q(table)}")
-        lo, hi, total = bounds.fetchone()
+        lo, hi = self.src.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {_q(table)}").fetchone()
         if lo is None:
             return
+        try:  # a full count may cross damaged pages; it only sizes the progress bar
+            total = int(self.src.execute(f"SELECT COUNT(*) FROM {_q(table)}").fetchone()[0])
+        except sqlite3.DatabaseError:
+            total = hi - lo + 1
         idx = {c: i for i, c in enumerate(cols)}
         for start in range(lo, hi + 1, self.chunk):
             rows = _read_chunk(self.src, select, start, min(hi, start + self.chunk - 1), table,
                                self.allow_partial, self.report)
-            values = [self._shape(table, r[1:], idx) for r in rows]
-            values = [v for v in values if v is not None]
+            values = [v for v in (self._shape(table, r[1:], idx) for r in rows) if v is not None]
             result.read += len(rows)
-            errors = run_write(self.engine, lambda c: self._write(c, table, insert, values, idx),
-                               what="recover")
+            errors, created = run_write(
+                self.engine, lambda c: self._write(c, table, insert, values, idx), what="recover")
+            self.report.placeholder_sessions += created
             result.written += len(values) - len(errors)
             result.skipped += len(errors) + (len(rows) - len(values))
             self.report.errors += [f"{table} row {e}" for e in errors]
@@ -247,50 +270,47 @@ class _Copier:
             values = list(row)
             parent = values[idx["parent_session_id"]]
             if parent is not None:
-                self.parents[str(values[idx["id"]])] = parent
+                self.parents[values[idx["id"]]] = parent
             values[idx["parent_session_id"]] = None  # linked afterwards, once parents exist
             return tuple(values)
         if table == "state_meta" and _DERIVED_MARKER.search(str(row[idx["key"]])):
             return None
         return row
 
-    def _write(self, conn: Connection, table: str, insert: str, values: list[tuple[Any, ...]],
-               idx: dict[str, int]) -> list[str]:
+    @staticmethod
+    def _write(conn: Connection, table: str, insert: str, values: list[tuple[Any, ...]],
+               idx: dict[str, int]) -> tuple[list[str], list[str]]:
+        created: list[str] = []
         if table == "messages":
-            self._placeholders(conn, values, idx)
-        errors = _insert_rows(conn, insert, values)
-        if table == "sessions":
-            self.sessions.update(str(v[idx["id"]]) for v in values)
-        return errors
-
-    def _placeholders(self, conn: Connection, values: list[tuple[Any, ...]],
-                      idx: dict[str, int]) -> None:
-        for v in values:
-            sid = v[idx["session_id"]]
-            if sid is None or str(sid) in self.sessions:
-                continue
-            ts = v[idx["timestamp"]] if isinstance(v[idx["timestamp"]], (int, float)) else time.time()
-            conn.exec_driver_sql(
-                "INSERT OR IGNORE INTO sessions (id, source, title, started_at, ended_at, end_reason) "
-                "VALUES (?, ?, NULL, ?, ?, 'recovered')", (sid, RECOVERED_SOURCE, ts, ts))
-            self.sessions.add(str(sid))
-            self.report.placeholder_sessions.append(str(sid))
+            first_seen: dict[Any, Any] = {}
+            for v in values:
+                first_seen.setdefault(v[idx["session_id"]], v[idx["timestamp"]])
+            first_seen.pop(None, None)
+            known = _existing_sessions(conn, list(first_seen))
+            for sid, ts in first_seen.items():
+                if sid not in known:
+                    ts = ts if isinstance(ts, (int, float)) else time.time()
+                    conn.exec_driver_sql(_PLACEHOLDER_SQL, (sid, RECOVERED_SOURCE, ts, ts))
+                    created.append(str(sid))
+        return _insert_rows(conn, insert, values), created
 
     def finish_sessions(self) -> None:
-        links = [(p, c) for c, p in self.parents.items() if p in self.sessions and c in self.sessions]
-        self.report.detached_parents = len(self.parents) - len(links)
-        if links:
-            run_write(self.engine, lambda c: c.exec_driver_sql(
-                "UPDATE sessions SET parent_session_id = ? WHERE id = ?", links), what="recover")
+        def unit(conn: Connection) -> int:
+            present = _existing_sessions(conn, [*self.parents, *self.parents.values()])
+            links = [(p, c) for c, p in self.parents.items() if p in present and c in present]
+            if links:
+                conn.exec_driver_sql("UPDATE sessions SET parent_session_id = ? WHERE id = ?",
+                                     links)
+            return len(links)
+
+        linked = run_write(self.engine, unit, what="recover")
+        self.report.detached_parents = len(self.parents) - linked
 
     def finish_placeholders(self) -> None:
         ids = [(s, s, s) for s in self.report.placeholder_sessions]
         if ids:
-            run_write(self.engine, lambda c: c.exec_driver_sql(
-                "UPDATE sessions SET started_at = (SELECT MIN(timestamp) FROM messages "
-                "WHERE session_id = ?), ended_at = (SELECT MAX(timestamp) FROM messages "
-                "WHERE session_id = ?), message_count = (SELECT COUNT(*) FROM messages "
-                "WHERE session_id = sessions.id) WHERE id = ?", ids), what="recover")
+            run_write(self.engine, lambda c: c.exec_driver_sql(_PLACEHOLDER_FIX_SQL, ids),
+                      what="recover")
 
 
 # --------------------------------------------------------------------------- the command
@@ -345,7 +365,12 @@ def recover_store(source: str | os.PathLike[str], output: str | os.PathLike[str]
             report.status = "source_changed"
             report.errors.append("the source changed while it was being copied; stop its writers")
             return report
-        _salvage(copy, out_path, report, chunk_size, allow_partial, inspect_only, progress)
+        try:
+            _salvage(copy, out_path, report, chunk_size, allow_partial, inspect_only, progress)
+        except BaseException:
+            if not inspect_only and out_path.exists():
+                _discard(out_path)  # a half-written store must never look like a result
+            raise
     finally:
         if own_work:
             shutil.rmtree(work, ignore_errors=True)
@@ -404,9 +429,8 @@ def _salvage(copy: Path, out_path: Path, report: RecoveryReport, chunk: int, all
                 except (sqlite3.DatabaseError, ValueError) as err:
                     report.errors.append(f"{table}: unreadable ({err})")
                     report.tables.setdefault(table, TableResult())
-                if table == "sessions":
-                    copier.finish_sessions()
             copier.finish_placeholders()
+            copier.finish_sessions()  # after placeholders, so a lost parent's lineage holds
         except _Unreadable as err:
             report.status = "damaged"
             report.errors.append(f"{err}; rerun with --allow-partial to skip damaged rows")

@@ -173,3 +173,24 @@ def test_the_work_dir_keeps_the_copy_and_sidecars(legacy_db, tmp_path: Path) -> 
                  "--work-dir", str(work))
     assert result.exit_code == 0
     assert (work / source.name).exists()
+
+
+def test_a_lost_parent_with_messages_keeps_its_lineage_through_the_placeholder(
+        legacy_db, tmp_path: Path) -> None:
+    source = legacy_db(11)
+    con = sqlite3.connect(source)
+    parent, child = con.execute(
+        "SELECT p.id, c.id FROM sessions c JOIN sessions p ON p.id = c.parent_session_id "
+        "WHERE EXISTS (SELECT 1 FROM messages m WHERE m.session_id = p.id) LIMIT 1").fetchone()
+    with con:
+        con.execute("PRAGMA foreign_keys = OFF")
+        con.execute("DELETE FROM sessions WHERE id = ?", (parent,))
+    con.close()
+    out = tmp_path / "new.db"
+    code, doc = run_json("recover", "--source", str(source), "--output", str(out))
+    assert code == 0, doc
+    assert parent in doc["placeholder_sessions"] and doc["detached_parents"] == 0
+    con = sqlite3.connect(out)
+    assert con.execute("SELECT parent_session_id FROM sessions WHERE id = ?",
+                       (child,)).fetchone() == (parent,)
+    con.close()
