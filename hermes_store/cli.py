@@ -70,17 +70,27 @@ class Ctx:
 
     @contextlib.contextmanager
     def progress(self) -> Iterator[Callable[[str, int, int], None]]:
-        """``update(label, done, total)``; a rich bar on a TTY, silent with -q or no TTY."""
-        enabled = not self.quiet and sys.stderr.isatty()
+        """``update(label, done, total)``: a rich bar on a TTY; without one, a note per tenth
+        ("messages: 120,000/212,455") so logs still show progress; nothing with -q."""
+        tty = sys.stderr.isatty()
         bar = Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
                        TextColumn("{task.completed:,}/{task.total:,}"), TimeElapsedColumn(),
-                       console=Console(stderr=True), transient=True, disable=not enabled)
+                       console=Console(stderr=True), transient=True,
+                       disable=self.quiet or not tty)
         tasks: dict[str, Any] = {}
+        tenths: dict[str, int] = {}
 
         def update(label: str, done: int, total: int) -> None:
-            if label not in tasks:
-                tasks[label] = bar.add_task(label, total=max(total, 1))
-            bar.update(tasks[label], completed=done, total=max(total, done, 1))
+            total = max(total, done, 1)
+            if tty:
+                if label not in tasks:
+                    tasks[label] = bar.add_task(label, total=total)
+                bar.update(tasks[label], completed=done, total=total)
+                return
+            tenth = done * 10 // total
+            if tenth > tenths.get(label, -1):
+                tenths[label] = tenth
+                self.note(f"{label}: {done:,}/{total:,}")
 
         with bar:
             yield update

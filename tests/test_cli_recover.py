@@ -194,3 +194,13 @@ def test_a_lost_parent_with_messages_keeps_its_lineage_through_the_placeholder(
     assert con.execute("SELECT parent_session_id FROM sessions WHERE id = ?",
                        (child,)).fetchone() == (parent,)
     con.close()
+
+
+def test_progress_is_noted_on_stderr_unless_quiet(legacy_db, tmp_path: Path) -> None:
+    source = legacy_db(10)
+    result = run("recover", "--source", str(source), "--output", str(tmp_path / "a.db"),
+                 "--chunk-size", "100")
+    assert "messages: 358/358" in result.stderr
+    assert "358/358" not in result.stdout
+    quiet = run("-q", "recover", "--source", str(source), "--output", str(tmp_path / "b.db"))
+    assert quiet.exit_code == 0 and quiet.stderr == ""
