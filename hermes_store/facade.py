@@ -192,11 +192,10 @@ class SessionDB:
         return self._read(lambda c: sessions.get_session(c, session_id))
 
     def resolve_session_id(self, id_or_prefix: str) -> str | None:
-        if not isinstance(id_or_prefix, str):
-            raise TypeError(f"a session id must be a str, not {type(id_or_prefix).__name__}")
-        if not self._id_ok(id_or_prefix.strip() or "x"):
+        ref = id_or_prefix.strip() if isinstance(id_or_prefix, str) else id_or_prefix
+        if not self._id_ok(ref):
             return None
-        return self._read(lambda c: sessions.resolve_session_id(c, id_or_prefix))
+        return self._read(lambda c: sessions.resolve_session_id(c, ref))
 
     def end_session(self, session_id: str, end_reason: str) -> None:
         if not self._id_ok(session_id):
@@ -390,9 +389,10 @@ class SessionDB:
             page = order[start:start + batch]
             ids = [sid for sid, _ in page]
 
-            def read(conn: Connection, ids: list[str] = ids) -> tuple[dict[str, Any], dict[str, Any]]:
+            def read(conn: Connection,
+                     ids: list[str] = ids) -> tuple[dict[str, Any], dict[str, Any]]:
                 rows = {r["id"]: r for r in queries.sessions_by_id(conn, ids)}
-                return rows, messages.iter_messages(conn, ids)
+                return rows, messages.messages_of(conn, ids)
 
             rows, msgs = self._read(read)
             for sid, last_active in page:

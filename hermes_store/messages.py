@@ -1,7 +1,8 @@
 """The message repository: append, read, replay as a conversation, clear, count.
 
-Functions take a caller-owned ``Connection`` and never commit. ``prepare_message`` does all
-validation and serialisation before a transaction starts, so a retried write unit only runs SQL.
+Functions take a caller-owned ``Connection`` or ORM ``Session`` and never commit.
+``prepare_message`` does all validation and serialisation before a transaction starts, so a
+retried write unit only runs SQL.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 
 from . import cjk, lineage
 from .fts import MULTIMODAL_PREFIX
 from .models import ChatSession, Message
-from .sessions import check_text, dump_json
+from .sessions import Executor, check_text, connection_of, dump_json
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +157,7 @@ def prepare_message(session_id: str, role: object, *, content: object = None,
     return PreparedMessage(row, 0 if role == "tool" else n_calls)
 
 
-def append(conn: Connection, message: PreparedMessage) -> int:
+def append(conn: Executor, message: PreparedMessage) -> int:
     """Insert the row, bump the session's counters and keep the CJK index, all in ``conn``'s
     transaction. An unknown session fails with ``IntegrityError`` (foreign key)."""
     new_id = conn.execute(insert(messages).values(**message.row)
@@ -165,14 +166,14 @@ def append(conn: Connection, message: PreparedMessage) -> int:
         message_count=func.coalesce(sessions.c.message_count, 0) + 1,
         tool_call_count=func.coalesce(sessions.c.tool_call_count, 0) + message.tool_call_delta,
     ))
-    cjk.sync_messages(conn, [new_id])
+    cjk.sync_messages(connection_of(conn), [new_id])
     return int(new_id)
 
 
 # --------------------------------------------------------------------------- read
 
 
-def get_messages(conn: Connection, session_id: str) -> list[dict[str, Any]]:
+def get_messages(conn: Executor, session_id: str) -> list[dict[str, Any]]:
     """Rows in insertion order with ``content`` and ``tool_calls`` decoded."""
     cols = [messages.c[k] for k in MESSAGE_KEYS]
     rows = conn.execute(select(*cols).where(messages.c.session_id == session_id)
@@ -186,7 +187,7 @@ def get_messages(conn: Connection, session_id: str) -> list[dict[str, Any]]:
     return out
 
 
-def _raw_rows(conn: Connection, session_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+def _raw_rows(conn: Executor, session_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
     grouped: dict[str, list[dict[str, Any]]] = {sid: [] for sid in session_ids}
     cols = [messages.c[k] for k in MESSAGE_KEYS]
     for start in range(0, len(session_ids), _MAX_PARAMS):
@@ -198,7 +199,7 @@ def _raw_rows(conn: Connection, session_ids: list[str]) -> dict[str, list[dict[s
     return grouped
 
 
-def iter_messages(conn: Connection, session_ids: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+def messages_of(conn: Executor, session_ids: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
     """``get_messages`` for many sessions, in batches of bound parameters (for exports)."""
     grouped = _raw_rows(conn, list(dict.fromkeys(session_ids)))
     for rows in grouped.values():
@@ -241,7 +242,7 @@ def _as_turn(row: dict[str, Any]) -> dict[str, Any]:
     return turn
 
 
-def conversation(conn: Connection, session_id: str, *, include_ancestors: bool = False,
+def conversation(conn: Executor, session_id: str, *, include_ancestors: bool = False,
                  max_depth: int = lineage.DEFAULT_MAX_DEPTH) -> list[dict[str, Any]]:
     """The session as OpenAI-style chat turns, optionally replayed from its root ancestor."""
     if include_ancestors:
@@ -270,7 +271,7 @@ def conversation(conn: Connection, session_id: str, *, include_ancestors: bool =
 # --------------------------------------------------------------------------- clear / count
 
 
-def clear(conn: Connection, session_id: str) -> int:
+def clear(conn: Executor, session_id: str) -> int:
     """Delete the session's messages (triggers drop their index rows) and zero its counters."""
     deleted = conn.execute(delete(messages).where(messages.c.session_id == session_id)).rowcount
     conn.execute(update(sessions).where(sessions.c.id == session_id)
@@ -278,7 +279,7 @@ def clear(conn: Connection, session_id: str) -> int:
     return int(deleted or 0)
 
 
-def count(conn: Connection, session_id: str | None = None) -> int:
+def count(conn: Executor, session_id: str | None = None) -> int:
     query = select(func.count()).select_from(messages)
     if session_id is not None:
         query = query.where(messages.c.session_id == session_id)

@@ -1,8 +1,8 @@
 """Read-side queries: recent sessions with preview, token usage, the rich listing, counts.
 
-Each builder returns a ``Select`` and each runner takes a caller-owned ``Connection``. "Last
-activity" is always :func:`lineage.last_activity`, the one expression listing, prune, archive
-and export share.
+Each builder returns a ``Select``; each runner takes a caller-owned ``Connection`` or ORM
+``Session``. "Last activity" is always :func:`lineage.last_activity`, the one expression
+listing, prune, archive and export share.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import (Connection, LargeBinary, Select, case, cast, func, literal_column, or_,
+from sqlalchemy import (LargeBinary, Select, case, cast, func, literal_column, or_,
                         select)
 
 from . import lineage
 from .fts import MULTIMODAL_PREFIX, text_of_content
 from .models import ChatSession, Message
-from .sessions import full_row
+from .sessions import Executor, full_row
 
 sessions = ChatSession.__table__
 messages = Message.__table__
@@ -66,7 +66,7 @@ def recent_sessions_query(limit: int = 20, *, now: float | None = None) -> Selec
             .order_by(sessions.c.started_at.desc(), sessions.c.id.desc()).limit(limit))
 
 
-def recent_sessions(conn: Connection, limit: int = 20) -> list[dict[str, Any]]:
+def recent_sessions(conn: Executor, limit: int = 20) -> list[dict[str, Any]]:
     return [_finish_row(row) for row in conn.execute(recent_sessions_query(limit)).mappings()]
 
 
@@ -89,11 +89,11 @@ def top_token_sessions_query(limit: int = 10) -> Select:
             .order_by(total.desc(), sessions.c.id).limit(limit))
 
 
-def token_usage_by_model(conn: Connection) -> list[dict[str, Any]]:
+def token_usage_by_model(conn: Executor) -> list[dict[str, Any]]:
     return [dict(r) for r in conn.execute(token_usage_by_model_query()).mappings()]
 
 
-def top_token_sessions(conn: Connection, limit: int = 10) -> list[dict[str, Any]]:
+def top_token_sessions(conn: Executor, limit: int = 10) -> list[dict[str, Any]]:
     return [dict(r) for r in conn.execute(top_token_sessions_query(limit)).mappings()]
 
 
@@ -129,7 +129,7 @@ def visible_clause() -> Any:
     return or_(sessions.c.parent_session_id.is_(None), ~branch_or_orphan)
 
 
-def list_sessions_rich(conn: Connection, *, source: str | None = None,
+def list_sessions_rich(conn: Executor, *, source: str | None = None,
                        exclude_sources: Sequence[str] | None = None, limit: int = 20,
                        offset: int = 0, include_children: bool = False,
                        project_compression_tips: bool = True,
@@ -160,7 +160,7 @@ def list_sessions_rich(conn: Connection, *, source: str | None = None,
     return rows
 
 
-def _project(conn: Connection, row: dict[str, Any], now: float) -> dict[str, Any]:
+def _project(conn: Executor, row: dict[str, Any], now: float) -> dict[str, Any]:
     """A compression-ended row shows its lineage tip, keeping the root's ``started_at``."""
     if row.get("end_reason") != lineage.COMPRESSION:
         return row
@@ -181,7 +181,7 @@ def _project(conn: Connection, row: dict[str, Any], now: float) -> dict[str, Any
     return projected
 
 
-def search_sessions(conn: Connection, *, source: str | None = None, limit: int | None = 20,
+def search_sessions(conn: Executor, *, source: str | None = None, limit: int | None = 20,
                     offset: int = 0, now: float | None = None) -> list[dict[str, Any]]:
     """Session columns plus ``last_active``, newest activity first; no child filter."""
     last_active = lineage.last_activity(sessions, now).label("last_active")
@@ -195,7 +195,7 @@ def search_sessions(conn: Connection, *, source: str | None = None, limit: int |
     return [dict(r) for r in conn.execute(query).mappings()]
 
 
-def iter_session_ids_for_export(conn: Connection, *, source: str | None = None,
+def iter_session_ids_for_export(conn: Executor, *, source: str | None = None,
                                 now: float | None = None) -> list[tuple[str, float]]:
     """``(id, last_active)`` of every session in ``search_sessions`` order (no cap)."""
     last_active = lineage.last_activity(sessions, now).label("last_active")
@@ -204,7 +204,7 @@ def iter_session_ids_for_export(conn: Connection, *, source: str | None = None,
     return [(r.id, r.last_active) for r in conn.execute(query)]
 
 
-def sessions_by_id(conn: Connection, ids: Sequence[str]) -> Iterator[dict[str, Any]]:
+def sessions_by_id(conn: Executor, ids: Sequence[str]) -> Iterator[dict[str, Any]]:
     """Full rows of the given sessions, in batches of bound parameters."""
     for start in range(0, len(ids), 900):
         chunk = list(ids[start:start + 900])

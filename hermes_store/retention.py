@@ -1,5 +1,5 @@
-"""Retention: prune, archive/unarchive, pin/unpin, close idle sessions, delete, and the plan
-each of them reports.
+"""Retention: prune, archive/unarchive, pin/unpin, close idle sessions, delete, and the plan each
+of them reports.
 
 **The lineage is the unit.** A compression chain (``lineage.lineage_map``) is one logical
 conversation: it is selected by its **tip** (the ``where`` clause is evaluated on the tip row)
@@ -9,10 +9,10 @@ pinned segment spares the whole lineage; so does an open one for prune. Other ch
 (branches, subagents) are separate lineages; deleting a parent detaches them
 (``parent_session_id = NULL``), never deletes them.
 
-Every verb takes a caller-owned ``Connection``, never commits, and accepts ``dry_run``: the
-same plan is computed and nothing is written. Results carry ``matched`` (sessions the action
-applies to), ``changed`` (sessions actually written; 0 on a dry run), ``ids`` (oldest activity
-first) and ``spared`` counts with the reason.
+Every verb takes a caller-owned ``Connection`` or ORM ``Session``, never commits, and accepts
+``dry_run``: the same plan is computed and nothing is written. Results carry ``matched``
+(sessions the action applies to), ``changed`` (sessions actually written; 0 on a dry run),
+``ids`` (oldest activity first) and ``spared`` counts with the reason.
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, delete, select, update
+from sqlalchemy import ColumnElement, delete, select, update
 
 from . import lineage
 from .models import ChatSession, Message
+from .sessions import Executor
 
 sessions = ChatSession.__table__
 messages = Message.__table__
@@ -118,7 +119,7 @@ class Lineage:
         return any(s.ended_at is None for s in self.segments)
 
 
-def load_lineages(conn: Connection, *, now: float | None = None) -> list[Lineage]:
+def load_lineages(conn: Executor, *, now: float | None = None) -> list[Lineage]:
     """Every session grouped into its compression lineage (cycles: each session alone)."""
     now = time.time() if now is None else now
     lmap = lineage.lineage_map().subquery("lmap")
@@ -135,7 +136,7 @@ def load_lineages(conn: Connection, *, now: float | None = None) -> list[Lineage
     return [Lineage(root, sorted(segs, key=lambda s: s.depth)) for root, segs in groups.items()]
 
 
-def lineage_of(conn: Connection, session_id: str) -> list[str]:
+def lineage_of(conn: Executor, session_id: str) -> list[str]:
     """The ids of the compression lineage holding ``session_id``, root → tip."""
     root = conn.execute(lineage.compression_root(session_id)).scalar()
     if root is None:
@@ -143,7 +144,7 @@ def lineage_of(conn: Connection, session_id: str) -> list[str]:
     return [r.id for r in conn.execute(lineage.compression_chain(root))]
 
 
-def _matching_ids(conn: Connection, where: ColumnElement[bool] | None) -> set[str] | None:
+def _matching_ids(conn: Executor, where: ColumnElement[bool] | None) -> set[str] | None:
     if where is None:
         return None
     return set(conn.execute(select(sessions.c.id).where(where)).scalars())
@@ -155,7 +156,7 @@ class _Selection:
     rest: list[Lineage]
 
 
-def _select(conn: Connection, *, where: ColumnElement[bool] | None, ids: Iterable[str] | None,
+def _select(conn: Executor, *, where: ColumnElement[bool] | None, ids: Iterable[str] | None,
             older_than: float | None, newer_than: float | None, now: float) -> tuple[
                 _Selection, set[str] | None]:
     """Lineages whose tip passes ``where``, that hold one of ``ids``, and whose last activity
@@ -210,7 +211,7 @@ def _chunks(ids: Sequence[str]) -> Iterable[list[str]]:
 # --------------------------------------------------------------------------- delete
 
 
-def delete_sessions(conn: Connection, ids: Sequence[str]) -> int:
+def delete_sessions(conn: Executor, ids: Sequence[str]) -> int:
     """Detach the children, delete the messages (triggers drop index rows), delete the rows."""
     deleted = 0
     for chunk in _chunks(ids):
@@ -222,7 +223,7 @@ def delete_sessions(conn: Connection, ids: Sequence[str]) -> int:
     return int(deleted)
 
 
-def delete_session(conn: Connection, session_id: str) -> bool:
+def delete_session(conn: Executor, session_id: str) -> bool:
     """Delete one session, open or not; its children are orphaned, not deleted."""
     exists = conn.execute(select(sessions.c.id).where(sessions.c.id == session_id)).first()
     if exists is None:
@@ -234,7 +235,7 @@ def delete_session(conn: Connection, session_id: str) -> bool:
 # --------------------------------------------------------------------------- prune
 
 
-def prune(conn: Connection, *, older_than: float | None = None, newer_than: float | None = None,
+def prune(conn: Executor, *, older_than: float | None = None, newer_than: float | None = None,
           where: ColumnElement[bool] | None = None, ids: Iterable[str] | None = None,
           include_pinned: bool = False, include_archived: bool = False,
           busy_window_s: float = DEFAULT_BUSY_WINDOW_S, now: float | None = None,
@@ -274,7 +275,7 @@ def prune(conn: Connection, *, older_than: float | None = None, newer_than: floa
 # --------------------------------------------------------------------------- archive
 
 
-def _set_archived(conn: Connection, ids: Sequence[str], value: int) -> int:
+def _set_archived(conn: Executor, ids: Sequence[str], value: int) -> int:
     changed = 0
     for chunk in _chunks(ids):
         changed += conn.execute(update(sessions)
@@ -283,7 +284,7 @@ def _set_archived(conn: Connection, ids: Sequence[str], value: int) -> int:
     return int(changed)
 
 
-def archive(conn: Connection, *, older_than: float | None = None,
+def archive(conn: Executor, *, older_than: float | None = None,
             newer_than: float | None = None, where: ColumnElement[bool] | None = None,
             ids: Iterable[str] | None = None, include_open: bool = False,
             now: float | None = None, dry_run: bool = False) -> RetentionResult:
@@ -312,7 +313,7 @@ def archive(conn: Connection, *, older_than: float | None = None,
     return result
 
 
-def unarchive(conn: Connection, *, older_than: float | None = None,
+def unarchive(conn: Executor, *, older_than: float | None = None,
               newer_than: float | None = None, where: ColumnElement[bool] | None = None,
               ids: Iterable[str] | None = None, now: float | None = None,
               dry_run: bool = False) -> RetentionResult:
@@ -330,7 +331,7 @@ def unarchive(conn: Connection, *, older_than: float | None = None,
 # --------------------------------------------------------------------------- pin
 
 
-def pin(conn: Connection, ids: Iterable[str], *, dry_run: bool = False) -> RetentionResult:
+def pin(conn: Executor, ids: Iterable[str], *, dry_run: bool = False) -> RetentionResult:
     """Set the keep flag. Pinning an archived session unarchives its whole lineage
     (reported in ``unarchived``)."""
     wanted = list(dict.fromkeys(ids))
@@ -357,7 +358,7 @@ def pin(conn: Connection, ids: Iterable[str], *, dry_run: bool = False) -> Reten
     return result
 
 
-def unpin(conn: Connection, ids: Iterable[str], *, dry_run: bool = False) -> RetentionResult:
+def unpin(conn: Executor, ids: Iterable[str], *, dry_run: bool = False) -> RetentionResult:
     wanted = list(dict.fromkeys(ids))
     result = RetentionResult("unpin", dry_run)
     rows = conn.execute(select(sessions.c.id, sessions.c.pinned)
@@ -375,7 +376,7 @@ def unpin(conn: Connection, ids: Iterable[str], *, dry_run: bool = False) -> Ret
 # --------------------------------------------------------------------------- close
 
 
-def close_idle(conn: Connection, *, older_than: float, newer_than: float | None = None,
+def close_idle(conn: Executor, *, older_than: float, newer_than: float | None = None,
                where: ColumnElement[bool] | None = None, ids: Iterable[str] | None = None,
                end_reason: str = CLOSED_IDLE, busy_window_s: float = DEFAULT_BUSY_WINDOW_S,
                now: float | None = None, dry_run: bool = False) -> RetentionResult:

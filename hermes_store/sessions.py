@@ -16,12 +16,17 @@ from typing import Any
 
 from sqlalchemy import Connection, case, exc, func, literal_column, select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
 
 from . import titles
 from .models import ChatSession, StateMeta
 
 sessions = ChatSession.__table__
 state_meta = StateMeta.__table__
+
+# What every repository function takes: the caller's Connection, or an ORM Session whose
+# transaction the caller owns (Core statements run on either).
+Executor = Connection | Session
 
 PLACEHOLDER_SOURCE = "unknown"
 
@@ -37,6 +42,11 @@ CREATE_FIELDS = frozenset({
 HANDOFF_KEYS = ("handoff_state", "handoff_platform", "handoff_error")
 _TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
                   "reasoning_tokens")
+
+
+def connection_of(db: Executor) -> Connection:
+    """The Connection behind an executor (for code that needs driver-level SQL)."""
+    return db.connection() if isinstance(db, Session) else db
 
 
 # --------------------------------------------------------------------------- checks
@@ -114,7 +124,7 @@ def prepare_create_fields(session_id: str, fields: Mapping[str, Any]) -> dict[st
 # --------------------------------------------------------------------------- create / read
 
 
-def create_or_fill(conn: Connection, session_id: str, source: str, values: Mapping[str, Any],
+def create_or_fill(conn: Executor, session_id: str, source: str, values: Mapping[str, Any],
                    now: float) -> str:
     """Insert the session, or fill the NULL columns of an existing one (never overwriting).
 
@@ -129,11 +139,12 @@ def create_or_fill(conn: Connection, session_id: str, source: str, values: Mappi
     return session_id
 
 
-def exists(conn: Connection, session_id: str) -> bool:
-    return conn.execute(select(sessions.c.id).where(sessions.c.id == session_id)).first() is not None
+def exists(conn: Executor, session_id: str) -> bool:
+    found = conn.execute(select(sessions.c.id).where(sessions.c.id == session_id)).first()
+    return found is not None
 
 
-def get_session(conn: Connection, session_id: str) -> dict[str, Any] | None:
+def get_session(conn: Executor, session_id: str) -> dict[str, Any] | None:
     """Every column of the live table (adopted stores may have more than the model)."""
     row = conn.execute(select(literal_column("*")).select_from(sessions)
                        .where(sessions.c.id == session_id)).mappings().first()
@@ -155,7 +166,7 @@ def _prefix_upper(prefix: str) -> str | None:
     return prefix[:-1] + chr(last + 1)
 
 
-def ids_with_prefix(conn: Connection, prefix: str, limit: int | None = None) -> list[str]:
+def ids_with_prefix(conn: Executor, prefix: str, limit: int | None = None) -> list[str]:
     """Ids starting with ``prefix``, case-sensitively, with LIKE wildcards taken literally."""
     query = select(sessions.c.id).where(
         sessions.c.id >= prefix,
@@ -169,7 +180,7 @@ def ids_with_prefix(conn: Connection, prefix: str, limit: int | None = None) -> 
     return list(conn.execute(query).scalars())
 
 
-def resolve_session_id(conn: Connection, ref: str) -> str | None:
+def resolve_session_id(conn: Executor, ref: str) -> str | None:
     """An exact id wins; else the one id starting with ``ref``; none or several → None."""
     ref = ref.strip()
     if not ref:
@@ -183,7 +194,7 @@ def resolve_session_id(conn: Connection, ref: str) -> str | None:
 # --------------------------------------------------------------------------- lifecycle
 
 
-def end_session(conn: Connection, session_id: str, end_reason: str, now: float) -> bool:
+def end_session(conn: Executor, session_id: str, end_reason: str, now: float) -> bool:
     """The first end wins: time and reason are set only while ``ended_at`` is NULL."""
     result = conn.execute(update(sessions)
                           .where(sessions.c.id == session_id, sessions.c.ended_at.is_(None))
@@ -191,20 +202,20 @@ def end_session(conn: Connection, session_id: str, end_reason: str, now: float) 
     return result.rowcount > 0
 
 
-def reopen_session(conn: Connection, session_id: str) -> bool:
+def reopen_session(conn: Executor, session_id: str) -> bool:
     result = conn.execute(update(sessions)
                           .where(sessions.c.id == session_id, sessions.c.ended_at.is_not(None))
                           .values(ended_at=None, end_reason=None))
     return result.rowcount > 0
 
 
-def update_system_prompt(conn: Connection, session_id: str, system_prompt: str | None) -> bool:
+def update_system_prompt(conn: Executor, session_id: str, system_prompt: str | None) -> bool:
     result = conn.execute(update(sessions).where(sessions.c.id == session_id)
                           .values(system_prompt=system_prompt))
     return result.rowcount > 0
 
 
-def update_token_counts(conn: Connection, session_id: str, *, now: float, absolute: bool = False,
+def update_token_counts(conn: Executor, session_id: str, *, now: float, absolute: bool = False,
                         model: str | None = None, tokens: Mapping[str, int] | None = None,
                         estimated_cost_usd: float | None = None,
                         actual_cost_usd: float | None = None,
@@ -255,11 +266,11 @@ def check_finite(what: str, value: float | None) -> None:
 # --------------------------------------------------------------------------- titles
 
 
-def title_holder(conn: Connection, title: str) -> str | None:
+def title_holder(conn: Executor, title: str) -> str | None:
     return conn.execute(select(sessions.c.id).where(sessions.c.title == title)).scalar()
 
 
-def set_title(conn: Connection, session_id: str, title: str | None) -> bool:
+def set_title(conn: Executor, session_id: str, title: str | None) -> bool:
     """Write an already-cleaned title; False for an unknown session, ValueError on a clash."""
     if not exists(conn, session_id):
         return False
@@ -277,16 +288,16 @@ def set_title(conn: Connection, session_id: str, title: str | None) -> bool:
     return True
 
 
-def get_title(conn: Connection, session_id: str) -> str | None:
+def get_title(conn: Executor, session_id: str) -> str | None:
     return conn.execute(select(sessions.c.title).where(sessions.c.id == session_id)).scalar()
 
 
-def session_by_title(conn: Connection, title: str) -> dict[str, Any] | None:
+def session_by_title(conn: Executor, title: str) -> dict[str, Any] | None:
     session_id = title_holder(conn, title)
     return get_session(conn, session_id) if session_id is not None else None
 
 
-def lineage_titles(conn: Connection, base: str) -> list[tuple[str, str, float | None]]:
+def lineage_titles(conn: Executor, base: str) -> list[tuple[str, str, float | None]]:
     """``(id, title, started_at)`` of the base title and the titles starting ``<base> #``."""
     prefix = titles.variant_prefix(base)
     rows = conn.execute(select(sessions.c.id, sessions.c.title, sessions.c.started_at).where(
@@ -296,7 +307,7 @@ def lineage_titles(conn: Connection, base: str) -> list[tuple[str, str, float | 
     return [(r.id, r.title, r.started_at) for r in rows]
 
 
-def resolve_by_title(conn: Connection, title: str) -> str | None:
+def resolve_by_title(conn: Executor, title: str) -> str | None:
     """The newest numbered variant ``<title> #N`` (ties → larger N), else the exact title."""
     rows = lineage_titles(conn, title)
     variants = [(started or 0.0, n, sid) for sid, t, started in rows
@@ -307,7 +318,7 @@ def resolve_by_title(conn: Connection, title: str) -> str | None:
     return exact[0] if exact else None
 
 
-def next_title_in_lineage(conn: Connection, base_title: str) -> str:
+def next_title_in_lineage(conn: Executor, base_title: str) -> str:
     base, _ = titles.split_numbered(base_title)
     return titles.next_title(base_title, (t for _, t, _ in lineage_titles(conn, base)))
 
@@ -315,18 +326,18 @@ def next_title_in_lineage(conn: Connection, base_title: str) -> str:
 # --------------------------------------------------------------------------- counts and meta
 
 
-def session_count(conn: Connection, source: str | None = None) -> int:
+def session_count(conn: Executor, source: str | None = None) -> int:
     query = select(func.count()).select_from(sessions)
     if source is not None:
         query = query.where(sessions.c.source == source)
     return int(conn.execute(query).scalar() or 0)
 
 
-def get_meta(conn: Connection, key: str) -> str | None:
+def get_meta(conn: Executor, key: str) -> str | None:
     return conn.execute(select(state_meta.c.value).where(state_meta.c.key == key)).scalar()
 
 
-def set_meta(conn: Connection, key: str, value: object) -> None:
+def set_meta(conn: Executor, key: str, value: object) -> None:
     text = None if value is None else str(value)
     stmt = sqlite_insert(state_meta).values(key=key, value=text)
     conn.execute(stmt.on_conflict_do_update(index_elements=[state_meta.c.key],

@@ -197,7 +197,8 @@ def test_conversation_is_exactly_role_and_content_for_plain_turns(db: SessionDB)
 
 
 def test_conversation_adds_optional_keys_only_when_present(db: SessionDB) -> None:
-    db.append_message("s1", "assistant", None, tool_calls=[{"id": "c1"}], finish_reason="tool_calls",
+    db.append_message("s1", "assistant", None, tool_calls=[{"id": "c1"}],
+                      finish_reason="tool_calls",
                       reasoning="thinking", reasoning_content="",
                       reasoning_details=[{"t": 1}], codex_message_items=[{"id": "m"}])
     db.append_message("s1", "tool", "out", tool_call_id="c1", tool_name="terminal",
