@@ -161,12 +161,14 @@ def _when(ts: Any) -> str:
 def _size(n: int | None) -> str:
     if n is None:
         return "?"
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1024 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+    if n < 1024:
+        return f"{n} B"
+    value = n / 1024
+    for unit in ("KB", "MB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
         value /= 1024
-    return f"{n} B"
+    return f"{value:.1f} GB"
 
 
 def _open_read(obj: Ctx) -> Engine | None:
@@ -182,9 +184,14 @@ def _open_read(obj: Ctx) -> Engine | None:
 
 
 def _pending_revisions(st: migrate.SchemaStatus, revision: str) -> list[str]:
+    script = ScriptDirectory(migrate.script_location())
+    if revision != "head":
+        try:
+            script.get_revision(revision)
+        except Exception as err:  # noqa: BLE001 - alembic raises several kinds for a bad id
+            raise StoreNotFoundError(f"unknown schema revision {revision!r}") from err
     if st.state in ("behind", "up-to-date") and revision == "head":
         return list(st.pending)
-    script = ScriptDirectory(migrate.script_location())
     base = st.current
     if st.state == "legacy" and st.legacy_version is not None:
         base = migrate.LEGACY_REVISIONS[min(st.legacy_version, migrate.LEGACY_MAX_KNOWN)]

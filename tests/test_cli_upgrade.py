@@ -85,3 +85,12 @@ def test_current_reports_journal_mode_and_search_capabilities(head_db: Path) -> 
     assert doc["fts5"] is True and doc["trigram"] is True
     assert doc["sqlite_version"]
     assert sha256(head_db) == before
+
+
+def test_an_unknown_target_revision_exits_3_and_changes_nothing(legacy_db) -> None:
+    path = legacy_db(10)
+    before = sha256(path)
+    result = run("--db", str(path), "upgrade", "no_such_revision")
+    assert result.exit_code == 3
+    assert "no_such_revision" in result.stderr
+    assert sha256(path) == before
