@@ -23,6 +23,7 @@ import contextlib
 import logging
 import os
 import random
+import re
 import sqlite3
 import threading
 import time
@@ -37,6 +38,7 @@ from sqlalchemy.pool import QueuePool
 
 from .errors import (
     HermesStoreError,
+    SearchIndexMissingError,
     StoreBusyError,
     StoreDamagedError,
     StoreFullError,
@@ -60,6 +62,8 @@ FILE_MODE = 0o600
 _BEGIN_MODES = frozenset({"DEFERRED", "IMMEDIATE", "EXCLUSIVE"})
 # Errors that mean "this filesystem cannot do WAL" (network and FUSE mounts).
 _WAL_UNSUPPORTED = ("locking protocol", "not authorized", "disk i/o error")
+# A derived search table that is gone while its triggers remain: every append then fails.
+_SEARCH_TABLE_MISSING = re.compile(r"no such table: (?:main\.)?(messages_(?:fts|cjk)\w*)")
 
 T = TypeVar("T")
 
@@ -119,6 +123,11 @@ def unwrap(err: BaseException) -> BaseException:
     inner = _sqlite_error(err)
     if isinstance(inner, HermesStoreError):
         return inner  # already translated by the connect hook: wrapping again repeats the advice
+    missing = _SEARCH_TABLE_MISSING.search(str(inner))
+    if isinstance(inner, sqlite3.OperationalError) and missing:
+        return SearchIndexMissingError(
+            f"{inner}: the search index {missing.group(1)} is missing (the messages themselves "
+            "are intact); run `hermes-store repair` to restore it")
     if is_full_error(inner):
         return StoreFullError(f"the database or disk is full; the write was rolled back ({inner})")
     text = str(inner).lower()

@@ -117,3 +117,11 @@ class StoreReplacedError(HermesStoreError, sqlite3.OperationalError):
 
     exit_code = 1
     code = "replaced"
+
+
+class SearchIndexMissingError(StoreDamagedError, sqlite3.OperationalError):
+    """A search-index table is gone while statements (usually its triggers) still use it.
+
+    Derived damage that ``repair`` fixes; still an ``sqlite3.OperationalError``, which is what
+    the same failure raised before it had a name.
+    """

@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy import event
 
 import reliability_workers as rw
+from hermes_store import SessionDB, migrate, recovery
 from hermes_store import engine as eng
-from hermes_store import migrate
 from hermes_store.errors import StoreDamagedError, StoreReplacedError
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -96,6 +96,10 @@ def test_a_file_that_is_not_a_usable_store_refuses_to_open_and_names_the_command
     damage(loaded_store)
     before = loaded_store.read_bytes()
 
+    for open_store in (lambda: SessionDB(loaded_store),
+                       lambda: SessionDB(loaded_store, readonly=True)):
+        with pytest.raises(StoreDamagedError, match="hermes-store recover"):
+            open_store()
     with pytest.raises(StoreDamagedError) as info:
         migrate.upgrade(loaded_store)
 
@@ -140,6 +144,98 @@ def test_orphan_fts_shadow_tables_are_dropped_by_upgrade(legacy_db) -> None:
                and name[: -len(suffix)].startswith("messages_fts")]
     assert orphans == []
     assert _fts_integrity_errors(path) == {}
+
+
+def _like_ids(path: Path, word: str) -> set[int]:
+    con = sqlite3.connect(path)
+    try:
+        return {r[0] for r in con.execute("SELECT id FROM messages WHERE content LIKE ?",
+                                          (f"%{word}%",))}
+    finally:
+        con.close()
+
+
+def _search_ids(db: SessionDB, word: str) -> set[int]:
+    return {hit["id"] for hit in db.search_messages(word, limit=1000)}
+
+
+def _rows_and_counters(path: Path) -> tuple[int, dict[str, int]]:
+    con = sqlite3.connect(path)
+    try:
+        total = con.execute("SELECT count(*) FROM messages").fetchone()[0]
+        counters = dict(con.execute(
+            "SELECT id, message_count - (SELECT count(*) FROM messages m "
+            "WHERE m.session_id = sessions.id) FROM sessions"))
+    finally:
+        con.close()
+    return total, {sid: gap for sid, gap in counters.items() if gap}
+
+
+def test_an_index_whose_triggers_outlived_it_fails_appends_loudly_until_repair(
+        loaded_store: Path) -> None:
+    con = sqlite3.connect(loaded_store)
+    con.execute("DROP TABLE messages_fts")  # its triggers on messages stay behind
+    con.commit()
+    con.close()
+    total_before, _ = _rows_and_counters(loaded_store)
+
+    with SessionDB(loaded_store) as db:  # reads still work, so opening does too
+        sid = db.list_sessions_rich(limit=1)[0]["id"]
+        with pytest.raises(sqlite3.OperationalError, match="hermes-store repair") as info:
+            db.append_message(sid, "user", "lost unless the error is loud")
+        assert isinstance(info.value, StoreDamagedError)
+    assert _rows_and_counters(loaded_store) == (total_before, {})
+    eng.dispose_all()
+
+    report = recovery.repair_store(loaded_store)
+    assert report.healthy, report.to_dict()
+    eng.dispose_all()
+    with SessionDB(loaded_store) as db:
+        new_id = db.append_message(sid, "user", "saved after repair: encapsulation")
+        assert new_id in _search_ids(db, "encapsulation")
+        assert _search_ids(db, "encapsulation") == _like_ids(loaded_store, "encapsulation")
+    assert _fts_integrity_errors(loaded_store) == {}
+
+
+def test_a_corrupt_index_is_reported_as_damage_never_as_no_results_and_repair_rebuilds_it(
+        loaded_store: Path) -> None:
+    con = sqlite3.connect(loaded_store)
+    con.execute("UPDATE messages_fts_data SET block = randomblob(length(block)) WHERE id > 10")
+    con.commit()
+    con.close()
+    assert "messages_fts" in _fts_integrity_errors(loaded_store)
+
+    with SessionDB(loaded_store) as db:
+        with pytest.raises(StoreDamagedError, match="hermes-store repair"):
+            db.search_messages("encapsulation")
+    eng.dispose_all()
+
+    report = recovery.repair_store(loaded_store)
+    assert report.healthy and report.backup  # the damaged file was kept aside first
+    eng.dispose_all()
+    assert _fts_integrity_errors(loaded_store) == {}
+    with SessionDB(loaded_store) as db:
+        assert _search_ids(db, "encapsulation") == _like_ids(loaded_store, "encapsulation") != set()
+
+
+def test_search_stays_complete_when_an_index_is_missing_altogether(loaded_store: Path) -> None:
+    # Derived data is never needed for correctness: without the word index (table and
+    # triggers gone), appends work and search still finds every matching row.
+    con = sqlite3.connect(loaded_store)
+    for (trigger,) in con.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' "
+            "AND name GLOB 'messages_fts_[ab][diu]'").fetchall():
+        con.execute(f'DROP TRIGGER "{trigger}"')
+    con.execute("DROP TABLE messages_fts")
+    con.commit()
+    con.close()
+
+    with SessionDB(loaded_store) as db:
+        sid = db.list_sessions_rich(limit=1)[0]["id"]
+        new_id = db.append_message(sid, "user", "written without a word index: encapsulation")
+        hits = _search_ids(db, "encapsulation")
+    assert new_id in hits
+    assert hits == _like_ids(loaded_store, "encapsulation")
 
 
 # --------------------------------------------------------------------------- never pretend
