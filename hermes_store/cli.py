@@ -448,7 +448,7 @@ def doctor(obj: Ctx, full: bool) -> None:
              lambda: _render_findings(report.path, report.findings))
     if report.damaged:
         sys.exit(7)
-    if report.schema.get("state") != "up-to-date":
+    if report.schema.get("state") in ("behind", "legacy", "ahead", "unknown"):
         sys.exit(6)
 
 

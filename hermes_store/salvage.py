@@ -355,6 +355,7 @@ def recover_store(source: str | os.PathLike[str], output: str | os.PathLike[str]
                             started_at=datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"))
     report.fingerprint_before = fingerprints(src_path)
     own_work = work_dir is None
+    out_path.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="hermes-recover-", dir=out_path.parent)) if own_work \
         else Path(work_dir).expanduser()
     work.mkdir(parents=True, exist_ok=True)
@@ -446,6 +447,8 @@ def _salvage(copy: Path, out_path: Path, report: RecoveryReport, chunk: int, all
 
 
 def write_report(report: RecoveryReport, path: Path) -> None:
+    """The JSON report, created 0600 and never over an existing file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(report.to_dict(), fh, indent=2, ensure_ascii=False)
