@@ -34,11 +34,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, exc
 
 from . import __version__, migrate
 from .backup import copy_with_sidecars, require_free_space, store_bytes
-from .engine import FILE_MODE, checkpoint, open_engine, run_write
+from .engine import FILE_MODE, checkpoint, is_lock_error, open_engine, run_write
 from .errors import StoreNotFoundError, UsageError
 from .holders import SIDECAR_SUFFIXES, ensure_not_held
 from .models import Base
@@ -175,7 +175,9 @@ def _insert_rows(conn: Connection, sql: str, rows: Sequence[tuple[Any, ...]]) ->
         conn.exec_driver_sql(sql, list(rows))
         conn.exec_driver_sql("RELEASE chunk")
         return []
-    except Exception:  # noqa: BLE001 - any row may be the culprit; retried one by one below
+    except exc.DBAPIError as err:  # any row may be the culprit; retried one by one below
+        if is_lock_error(err):
+            raise
         conn.exec_driver_sql("ROLLBACK TO chunk")
         conn.exec_driver_sql("RELEASE chunk")
     errors = []
@@ -184,10 +186,12 @@ def _insert_rows(conn: Connection, sql: str, rows: Sequence[tuple[Any, ...]]) ->
         try:
             conn.exec_driver_sql(sql, row)
             conn.exec_driver_sql("RELEASE one")
-        except Exception as err:  # noqa: BLE001 - recorded per row
+        except exc.DBAPIError as err:
+            if is_lock_error(err):
+                raise
             conn.exec_driver_sql("ROLLBACK TO one")
             conn.exec_driver_sql("RELEASE one")
-            errors.append(f"{row[:1]}: {getattr(err, 'orig', err)}")
+            errors.append(f"{row[0]!r}: {err.orig}")
     return errors
 
 
@@ -425,9 +429,9 @@ def _salvage(copy: Path, out_path: Path, report: RecoveryReport, chunk: int, all
             for table in [*canonical, *extras]:
                 try:
                     copier.copy(table, None if table in fresh else tables[table])
-                except _Unreadable:
-                    raise
-                except (sqlite3.DatabaseError, ValueError) as err:
+                except sqlite3.DatabaseError as err:
+                    if not allow_partial:
+                        raise _Unreadable(f"{table}: {err}") from err
                     report.errors.append(f"{table}: unreadable ({err})")
                     report.tables.setdefault(table, TableResult())
             copier.finish_placeholders()

@@ -204,3 +204,25 @@ def test_progress_is_noted_on_stderr_unless_quiet(legacy_db, tmp_path: Path) -> 
     assert "358/358" not in result.stdout
     quiet = run("-q", "recover", "--source", str(source), "--output", str(tmp_path / "b.db"))
     assert quiet.exit_code == 0 and quiet.stderr == ""
+
+
+def test_a_row_the_new_schema_rejects_is_reported_and_its_messages_kept(legacy_db,
+                                                                        tmp_path: Path) -> None:
+    source = legacy_db(11)
+    con = sqlite3.connect(source)
+    first, second = [r[0] for r in con.execute(
+        "SELECT id FROM sessions WHERE id IN (SELECT session_id FROM messages) "
+        "AND parent_session_id IS NULL AND id NOT IN (SELECT parent_session_id FROM sessions "
+        "WHERE parent_session_id IS NOT NULL) ORDER BY rowid LIMIT 2")]
+    with con:  # a title clash the damaged file allowed but the store's unique index does not
+        con.execute("DROP INDEX IF EXISTS idx_sessions_title_unique")
+        con.execute("UPDATE sessions SET title = 'same' WHERE id IN (?, ?)", (first, second))
+    con.close()
+    out = tmp_path / "new.db"
+    code, doc = run_json("recover", "--source", str(source), "--output", str(out),
+                         "--allow-partial")
+    assert code == 8, doc
+    assert doc["tables"]["sessions"] == {"read": 16, "written": 15, "skipped": 1}
+    assert any(second in e and "UNIQUE" in e for e in doc["errors"])
+    assert doc["placeholder_sessions"] == [second]
+    assert _count(out, "messages") == 358
