@@ -141,18 +141,19 @@ def cron_writer(path: str, name: str, bursts: int, per_burst: int, report: str) 
     _guarded(report, body)
 
 
+SEARCHES = ("kubernetes", "sqlite locking", "backup", "turn OR step", '"burst 3"')
+
+
 def reader(path: str, stop_file: str, report: str) -> None:
     """Listings and searches, each its own short read transaction, until told to stop."""
-    result: dict[str, Any] = {"errors": [], "queries": 0}
+    result: dict[str, Any] = {"errors": [], "queries": 0, "hits": 0}
     try:
         with SessionDB(path) as db:
             while not os.path.exists(stop_file):
                 db.list_sessions_rich(limit=20)
                 db.search_sessions(limit=20)
-                with eng.reading(db.engine) as conn:
-                    conn.exec_driver_sql(
-                        "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT 20",
-                        (random.choice(["kubernetes", "sqlite", "backup", "turn"]),)).all()
+                query = random.choice(SEARCHES)
+                result["hits"] += len(db.search_messages(query, limit=20))
                 result["queries"] += 3
                 time.sleep(0.005)
     except Exception as err:  # noqa: BLE001

@@ -98,7 +98,7 @@ def load_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadRun]:
 def test_no_lock_error_reaches_a_writer_or_reader(load_run: LoadRun) -> None:
     assert [w["errors"] for w in load_run.writers] == [[]] * len(load_run.writers)
     assert [r["errors"] for r in load_run.readers] == [[]] * len(load_run.readers)
-    assert all(r["queries"] > 0 for r in load_run.readers)
+    assert all(r["queries"] > 0 and r["hits"] > 0 for r in load_run.readers)
 
 
 def test_concurrent_appends_are_neither_lost_nor_doubled_and_counters_are_exact(
