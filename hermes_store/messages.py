@@ -142,6 +142,9 @@ def prepare_message(session_id: str, role: object, *, content: object = None,
         if value is not None and not isinstance(value, str):
             raise TypeError(f"{name} must be a str or None, not {type(value).__name__}")
         check_text(name, value)
+    if token_count is not None and (not isinstance(token_count, int)
+                                    or isinstance(token_count, bool)):
+        raise TypeError(f"token_count must be an int or None, not {type(token_count).__name__}")
     stored_calls, n_calls = encode_tool_calls(tool_calls)
     row = {
         "session_id": session_id, "role": role, "content": encode_content(content),

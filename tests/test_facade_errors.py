@@ -145,7 +145,9 @@ def test_type_errors_of_the_error_table(db: SessionDB) -> None:
         db.set_session_title("s1", ["t"])  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         db.create_session("s3", "cli", model=5)
-    assert db.get_session("s3") is None
+    with pytest.raises(TypeError):
+        db.append_message("s1", "user", "x", token_count="12")  # type: ignore[arg-type]
+    assert db.get_session("s3") is None and db.message_count() == 0
 
 
 def test_integrity_errors_of_the_error_table(db: SessionDB) -> None:
