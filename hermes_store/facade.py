@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine
 
 from . import engine as engine_mod
-from . import fts, messages, migrate, queries, retention, sessions, titles
+from . import fts, lineage, messages, migrate, queries, retention, sessions, titles
 from .errors import SchemaMismatchError, StoreBusyError
 from .paths import resolve_db_path
 
@@ -196,6 +196,13 @@ class SessionDB:
         if not self._id_ok(ref):
             return None
         return self._read(lambda c: sessions.resolve_session_id(c, ref))
+
+    def get_lineage_tip(self, session_id: str) -> str | None:
+        """The newest segment of the compression lineage holding ``session_id`` (resume there:
+        after compression the messages live under the tip); None for an unknown id."""
+        if not self._id_ok(session_id):
+            return None
+        return self._read(lambda c: c.execute(lineage.compression_tip(session_id)).scalar())
 
     def end_session(self, session_id: str, end_reason: str) -> None:
         if not self._id_ok(session_id):

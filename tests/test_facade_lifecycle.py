@@ -535,3 +535,18 @@ def test_token_update_for_a_missing_row_creates_it_in_the_same_transaction(db) -
     row = db.get_session("new")
     assert (row["source"], row["model"], row["input_tokens"]) == ("unknown", "m", 3)
     assert os.path.exists(db.db_path)
+
+
+# --------------------------------------------------------------------------- lineage tip
+
+
+def test_resume_target_is_the_tip_of_the_compression_lineage(db: SessionDB) -> None:
+    db.create_session("first", "cli")
+    db.end_session("first", "compression")
+    db.create_session("second", "cli", parent_session_id="first")
+    db.end_session("second", "compression")
+    db.create_session("third", "cli", parent_session_id="second")
+    db.create_session("side", "subagent", parent_session_id="third")
+    assert [db.get_lineage_tip(s) for s in ("first", "second", "third")] == ["third"] * 3
+    assert db.get_lineage_tip("side") == "side"
+    assert db.get_lineage_tip("ghost") is None
