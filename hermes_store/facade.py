@@ -83,6 +83,8 @@ class SessionDB:
             self.db_path.parent.mkdir(parents=True, exist_ok=True)
         st = migrate.status(self.db_path)
         if readonly:
+            if st.state == "missing":
+                engine_mod.open_engine(self.db_path, readonly=True)  # raises StoreNotFoundError
             if st.state != "up-to-date":
                 raise SchemaMismatchError(
                     f"the store at {self.db_path} is {st.describe()}; run `hermes-store upgrade` "

@@ -14,7 +14,7 @@ import pytest
 
 from hermes_store import SessionDB, migrate
 from hermes_store import engine as engine_mod
-from hermes_store.errors import SchemaMismatchError
+from hermes_store.errors import SchemaMismatchError, StoreNotFoundError
 
 
 @pytest.fixture
@@ -84,6 +84,12 @@ def test_readonly_open_refuses_a_store_behind_head(legacy_db) -> None:
     assert isinstance(err.value, sqlite3.OperationalError)
     assert "upgrade" in str(err.value)
     assert not migrate.status(path).at_head
+
+
+def test_readonly_open_of_a_missing_store_is_not_found(tmp_path: Path) -> None:
+    with pytest.raises(StoreNotFoundError):
+        SessionDB(tmp_path / "nowhere" / "state.db", readonly=True)
+    assert not (tmp_path / "nowhere").exists()
 
 
 def test_readonly_open_reads_a_current_store(head_db: Path) -> None:
