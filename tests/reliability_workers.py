@@ -241,3 +241,15 @@ def import_and_die(path: str, files: list[str], hook: str, nth: int) -> None:
 
     setattr(importing, hook, dying)
     importing.import_paths(eng.open_engine(path), files)
+
+
+def hold_write_lock_then_commit(path: str, seconds: float, ready_file: str) -> None:
+    """A sibling holding the write lock for seconds (a VACUUM, a big import) and then finishing."""
+    engine = eng.open_engine(path)
+
+    def unit(conn: Connection) -> None:
+        append_unit("s1", "written by the slow sibling")(conn)
+        Path(ready_file).touch()
+        time.sleep(seconds)
+
+    eng.run_write(engine, unit)

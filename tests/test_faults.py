@@ -17,8 +17,8 @@ import pytest
 from sqlalchemy import Engine, event
 
 import reliability_workers as rw
+from hermes_store import SessionDB, migrate
 from hermes_store import engine as eng
-from hermes_store import migrate
 from hermes_store.errors import StoreFullError
 
 SPAWN = mp.get_context("spawn")
@@ -267,17 +267,20 @@ def _cap_growth(engine: Engine) -> None:
 
 
 def test_a_full_disk_gives_a_clear_error_and_leaves_nothing_half_written(store: Path) -> None:
-    engine = eng.open_engine(store)
-    _cap_growth(engine)
-    with pytest.raises(StoreFullError, match="full") as info:
-        rw.append(engine, "s1", "a long tool result " * 20_000)
-    assert isinstance(info.value, sqlite3.OperationalError)  # what v11 callers catch
+    with SessionDB(store) as db:
+        _cap_growth(db.engine)
+        with pytest.raises(StoreFullError, match="full") as info:
+            db.append_message("s1", "tool", "a long tool result " * 20_000, tool_name="terminal")
+        assert isinstance(info.value, sqlite3.OperationalError)  # what v11 callers catch
+        with pytest.raises(StoreFullError):
+            db.create_session("s2", "cli", system_prompt="a long system prompt " * 2_000)
+        assert db.get_messages("s1")[-1]["content"] == "before the crash"  # reads still work
     eng.dispose_all()
 
     assert _integrity(store) == "ok"
     _fts_integrity_ok(store)
     assert _contents(store) == Counter({"before the crash": 1})
-    assert _counters_match_rows(store) == {"s1": 1}
+    assert _counters_match_rows(store) == {"s1": 1}  # and no session s2
     # Space is back: the store opens and takes the same write.
     rw.append(eng.open_engine(store), "s1", "a long tool result " * 20_000)
     assert _counters_match_rows(store) == {"s1": 2}
@@ -454,3 +457,24 @@ def test_a_claude_log_import_killed_before_its_commit_is_imported_once_on_rerun(
     assert len(stored) == 80 and max(stored.values()) == 1
     assert list(_counters_match_rows(head_db).values()) == [80]
     _fts_integrity_ok(head_db)
+
+
+def test_a_full_disk_during_optimize_storage_is_a_clear_error_and_a_rerun_finishes(
+        legacy_db) -> None:
+    from hermes_store import maintenance
+
+    path = legacy_db(11)
+    _grow_past_the_inline_reindex_limit(path)
+    migrate.upgrade(path)
+    contents_before = _pairs(path, "SELECT id, content FROM messages")
+    _cap_growth(eng.open_engine(path))
+    with pytest.raises(StoreFullError):
+        maintenance.optimize_storage(path, chunk=500)
+    eng.dispose_all()
+
+    assert _integrity(path) == "ok"
+    assert _fts_backlog(path)  # the window is still open where the disk filled up
+    maintenance.optimize_storage(path)
+    assert _fts_backlog(path) == {}
+    assert _pairs(path, "SELECT id, content FROM messages") == contents_before
+    _indexed_exactly_once(path)
