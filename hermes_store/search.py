@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 
 EXCLUDED_SOURCES = frozenset(("cron", "subagent"))
 CONTEXT_CHARS = 200
+# Extra rows fetched past a ranked cut, so a small group of equal bm25 scores (duplicate
+# messages) is settled without a second query.
+TIE_SLACK = 16
 MULTIMODAL_PLACEHOLDER = "[multimodal content]"
 
 _INDEX_TABLES = ("messages_fts", "messages_fts_trigram", "messages_cjk", "messages_fts_old",
@@ -62,9 +65,10 @@ _RETIRED_TRIGRAM_HITS = """
 SELECT o.rowid, bm25(messages_fts_trigram_old), 'text' FROM messages_fts_trigram_old AS o
 WHERE messages_fts_trigram_old MATCH ? AND o.rowid > ? AND o.rowid <= ?
   AND EXISTS (SELECT 1 FROM messages_search_scope AS sc WHERE sc.id = o.rowid)"""
+# CROSS JOIN keeps the (normally empty) pending list as the outer loop.
 _PENDING_LIKE_HITS = """
 SELECT sc.id, 0.0, 'text' FROM messages_cjk_pending AS p
-JOIN messages_search_scope AS sc ON sc.id = p.id WHERE {like}"""
+CROSS JOIN messages_search_scope AS sc ON sc.id = p.id WHERE {like}"""
 _WINDOW_SCOPE_LIKE_HITS = """
 SELECT sc.id, 0.0, 'text' FROM messages_search_scope AS sc
 WHERE sc.id > ? AND sc.id <= ? AND {like}"""
@@ -76,6 +80,21 @@ _LIKE_HITS_IN_SOURCES = """
 SELECT m.id, 0.0, 'text' FROM sessions AS s JOIN messages AS m ON m.session_id = s.id
 WHERE s.source IN (SELECT value FROM json_each(?)) AND {like}"""
 _ID_LIST_HITS = "SELECT value, 0.0, 'text' FROM json_each(?)"
+_CANDIDATE_HITS = """
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]')
+FROM json_each(?)"""
+# The top of one index by rank, snippets made while FTS5's cursor is on the row (``rank`` in
+# ORDER BY lets FTS5 sort internally and stop at the LIMIT).
+_TOP = {
+    "word": """SELECT rowid, rank, 'fts', snippet(messages_fts, -1, '>>>', '<<<', '...', 40)
+FROM messages_fts WHERE messages_fts MATCH ?{split} ORDER BY rank LIMIT ?""",
+    "trigram": """SELECT rowid, rank, 'fts',
+  snippet(messages_fts_trigram, -1, '>>>', '<<<', '...', 40)
+FROM messages_fts_trigram WHERE messages_fts_trigram MATCH ? ORDER BY rank LIMIT ?""",
+    "bigram": """SELECT rowid, rank, 'text', NULL FROM messages_fts_cjk
+WHERE messages_fts_cjk MATCH ? ORDER BY rank LIMIT ?""",
+}
+_SPLIT = " AND NOT EXISTS (SELECT 1 FROM messages_cjk AS c WHERE c.id = messages_fts.rowid)"
 _LITERAL_CHECK = """
 SELECT id FROM messages WHERE id IN (SELECT value FROM json_each(?))
   AND (content LIKE ? ESCAPE '\\' OR tool_name LIKE ? ESCAPE '\\')"""
@@ -83,46 +102,63 @@ SELECT id FROM messages WHERE id IN (SELECT value FROM json_each(?))
 _ALL_COLUMNS = ("m.content", "m.tool_name", "m.tool_calls")
 _SCOPE_COLUMNS = ("sc.text", "sc.tool_name")
 
+# One statement for the page: hits are merged, filtered, ordered and cut, and only then are
+# snippets (FTS5's, for index hits), stored text (for the others) and neighbours looked up, for
+# the page's rows alone.
 _PAGE = """
-WITH hits(id, rank, origin) AS MATERIALIZED ({hits})
-SELECT m.id, m.session_id, m.role, m.timestamp, m.tool_name, s.source, s.model, s.started_at,
-       min(h.rank) AS best, max(h.origin) AS origin
-FROM hits AS h JOIN messages AS m ON m.id = h.id JOIN sessions AS s ON s.id = m.session_id
-WHERE (? IS NULL OR s.source IN (SELECT value FROM json_each(?)))
-  AND (? IS NULL OR s.source NOT IN (SELECT value FROM json_each(?)))
-  AND (? IS NULL OR m.role IN (SELECT value FROM json_each(?)))
-GROUP BY m.id
-ORDER BY {order}
-LIMIT ? OFFSET ?"""
-_ORDERS = {
-    "rank": "best, m.timestamp DESC, m.id DESC",
-    "newest": "m.timestamp DESC, m.id DESC",
-    "oldest": "m.timestamp ASC, m.id ASC",
-}
-_SNIPPETS = {
-    "word": """SELECT snippet(messages_fts, -1, '>>>', '<<<', '...', 40) FROM messages_fts
-WHERE messages_fts MATCH ? AND rowid = ?""",
-    "trigram": """SELECT snippet(messages_fts_trigram, -1, '>>>', '<<<', '...', 40)
-FROM messages_fts_trigram WHERE messages_fts_trigram MATCH ? AND rowid = ?""",
-}
-_STORED_TEXT = """
-SELECT id, content, tool_name, tool_calls FROM messages
-WHERE id IN (SELECT value FROM json_each(?))"""
-_NEIGHBOURS = """
-SELECT m.id,
-  (SELECT p.id FROM messages AS p WHERE p.session_id = m.session_id
+WITH hits(id, rank, origin) AS MATERIALIZED ({hits}),
+matched AS MATERIALIZED (
+  SELECT h.id AS id, min(h.rank) AS best, max(h.origin) AS origin FROM hits AS h{filters}
+  GROUP BY h.id),
+page AS (
+  SELECT m.id AS id, m.session_id AS session_id, m.role AS role, m.timestamp AS timestamp,
+         m.tool_name AS tool_name, s.source AS source, s.model AS model,
+         s.started_at AS started_at, matched.best AS best, matched.origin AS origin
+  FROM matched JOIN messages AS m ON m.id = matched.id
+  LEFT JOIN sessions AS s ON s.id = m.session_id{cut}
+  ORDER BY {inner_order}
+  LIMIT ? OFFSET ?)
+SELECT page.*, {snippet} AS fts_snippet,
+  CASE WHEN page.origin = 'text' THEN m.content END AS content,
+  CASE WHEN page.origin = 'text' THEN m.tool_calls END AS tool_calls,
+  {ctx_self} AS ctx_self,
+  (SELECT json_array(p.role, {ctx_p}) FROM messages AS p WHERE p.session_id = m.session_id
      AND (p.timestamp < m.timestamp OR (p.timestamp = m.timestamp AND p.id < m.id))
-   ORDER BY p.timestamp DESC, p.id DESC LIMIT 1),
-  (SELECT n.id FROM messages AS n WHERE n.session_id = m.session_id
+   ORDER BY p.timestamp DESC, p.id DESC LIMIT 1) AS ctx_prev,
+  (SELECT json_array(n.role, {ctx_n}) FROM messages AS n WHERE n.session_id = m.session_id
      AND (n.timestamp > m.timestamp OR (n.timestamp = m.timestamp AND n.id > m.id))
-   ORDER BY n.timestamp ASC, n.id ASC LIMIT 1)
-FROM messages AS m WHERE m.id IN (SELECT value FROM json_each(?))"""
-# Multimodal content is fetched whole (its text parts may sit anywhere); plain text is cut in SQL.
-_CONTEXT_ROWS = f"""
-SELECT id, role,
-  CASE WHEN substr(CAST(content AS BLOB), 1, 6) = X'006A736F6E3A' THEN content
-       ELSE substr(content, 1, {CONTEXT_CHARS}) END
-FROM messages WHERE id IN (SELECT value FROM json_each(?))"""
+   ORDER BY n.timestamp ASC, n.id ASC LIMIT 1) AS ctx_next
+FROM page JOIN messages AS m ON m.id = page.id
+ORDER BY {outer_order}"""
+# Filters read only columns stored before ``content`` (session_id, role), so checking them
+# never walks a long message's overflow pages.
+_FILTERS = """
+  JOIN messages AS m ON m.id = h.id JOIN sessions AS s ON s.id = m.session_id
+  WHERE (? IS NULL OR s.source IN (SELECT value FROM json_each(?)))
+    AND (? IS NULL OR s.source NOT IN (SELECT value FROM json_each(?)))
+    AND (? IS NULL OR m.role IN (SELECT value FROM json_each(?)))"""
+# Ranked pages read message rows only for the best ``offset + limit`` hits (ties included, so
+# the timestamp tie-break stays exact): a common word's thousands of hits are never joined.
+_RANK_CUT = """
+  WHERE matched.best <= COALESCE(
+    (SELECT best FROM matched ORDER BY best LIMIT 1 OFFSET ?), matched.best)"""
+_ORDERS = {
+    "rank": ("matched.best, m.timestamp DESC, m.id DESC",
+             "page.best, page.timestamp DESC, page.id DESC"),
+    "newest": ("m.timestamp DESC, m.id DESC", "page.timestamp DESC, page.id DESC"),
+    "oldest": ("m.timestamp ASC, m.id ASC", "page.timestamp ASC, page.id ASC"),
+}
+_SNIPPET_CASES = {
+    "word": """WHEN 'word' THEN (SELECT snippet(messages_fts, -1, '>>>', '<<<', '...', 40)
+    FROM messages_fts WHERE messages_fts MATCH ? AND rowid = page.id)""",
+    "trigram": """WHEN 'trigram' THEN (
+    SELECT snippet(messages_fts_trigram, -1, '>>>', '<<<', '...', 40)
+    FROM messages_fts_trigram WHERE messages_fts_trigram MATCH ? AND rowid = page.id)""",
+}
+# Context text: multimodal content is fetched whole (its text parts may sit anywhere), plain
+# text is cut in SQL.
+_CONTEXT_TEXT = ("CASE WHEN substr(CAST({t}.content AS BLOB), 1, 6) = X'006A736F6E3A' "
+                 f"THEN {{t}}.content ELSE substr({{t}}.content, 1, {CONTEXT_CHARS}) END")
 
 _MATCH_ERRORS = ("fts5", "syntax error", "unterminated string", "no such column",
                  "malformed match")
@@ -200,12 +236,23 @@ def _like_part(template: str, tree: Node, columns: Sequence[str],
 # --------------------------------------------------------------------------------- routes
 
 
+def _has_not(tree: Node) -> bool:
+    if isinstance(tree, Term):
+        return False
+    if isinstance(tree, Not):
+        return True
+    return any(_has_not(child) for child in tree.children)
+
+
 def _word_parts(tree: Node, layout: Layout) -> list[_Sql]:
     parts: list[_Sql] = []
     if layout.word:
         match = fts.render_match(tree, "word")
         if layout.bigram:
-            parts.append(_Sql(_WORD_HITS_SPLIT, [match]))
+            # On the rows it holds, the bigram index finds every Latin term the word index
+            # finds (and Latin runs glued to CJK too). Without NOT the expression is monotone,
+            # so the union of both equals the row split and costs no per-hit exclusion.
+            parts.append(_Sql(_WORD_HITS_SPLIT if _has_not(tree) else _WORD_HITS, [match]))
             parts.append(_Sql(_BIGRAM_HITS, [_render(tree, _bigram_leaf)]))
         else:
             parts.append(_Sql(_WORD_HITS, [match]))
@@ -310,49 +357,54 @@ def _context_text(content: str | None) -> str:
     return content[:CONTEXT_CHARS]
 
 
-def _contexts(conn: Connection, ids: list[int]) -> dict[int, list[dict[str, str]]]:
-    batch = json.dumps(ids)
-    neighbours = {r[0]: (r[1], r[2]) for r in conn.exec_driver_sql(_NEIGHBOURS, (batch,))}
-    wanted = sorted({i for pair in neighbours.values() for i in pair if i is not None} | set(ids))
-    rows = {r[0]: {"role": r[1], "content": _context_text(r[2])}
-            for r in conn.exec_driver_sql(_CONTEXT_ROWS, (json.dumps(wanted),))}
-    out: dict[int, list[dict[str, str]]] = {}
-    for hit in ids:
-        prev_id, next_id = neighbours.get(hit, (None, None))
-        out[hit] = [rows[i] for i in (prev_id, hit, next_id) if i is not None and i in rows]
-    return out
+def _context(row: Any) -> list[dict[str, str]]:
+    """The hit and its neighbours in the session; ``[]`` if a neighbour cannot be read."""
+    try:
+        out = []
+        for packed, role in ((row.ctx_prev, None), (None, row.role), (row.ctx_next, None)):
+            if packed is not None:
+                role, content = json.loads(packed)
+                out.append({"role": role, "content": _context_text(content)})
+            elif role is not None:
+                out.append({"role": role, "content": _context_text(row.ctx_self)})
+        return out
+    except (ValueError, TypeError) as err:
+        log.warning("search context unavailable for message %s: %s", row.id, err)
+        return []
 
 
-def _snippets(conn: Connection, page: list[Any], tree: Node) -> dict[int, str]:
-    out: dict[int, str] = {}
-    matches = {"word": fts.render_match(tree, "word"), "trigram": fts.render_match(tree, "trigram")}
-    stored = [row.id for row in page if row.origin not in _SNIPPETS]
-    for row in page:
-        if row.origin in _SNIPPETS:
-            text = conn.exec_driver_sql(_SNIPPETS[row.origin],
-                                        (matches[row.origin], row.id)).scalar()
-            if text:
-                out[row.id] = text
-            else:
-                stored.append(row.id)
-    if stored:
-        terms = [t.text for t in fts.positive_terms(tree)]
-        for row_id, content, tool_name, tool_calls in conn.exec_driver_sql(
-                _STORED_TEXT, (json.dumps(stored),)):
-            out[row_id] = fts.snippet_from_text([content, tool_name, tool_calls], terms)
-    return out
+def _snippet(row: Any, terms: list[str]) -> str:
+    if row.origin == "text":
+        return fts.snippet_from_text([row.content, row.tool_name, row.tool_calls], terms)
+    return row.fts_snippet or ""
 
 
-def _page(conn: Connection, hits: _Sql, order: str, source_filter: list[str] | None,
-          exclude_sources: list[str] | None, role_filter: list[str] | None, limit: int,
-          offset: int) -> list[Any]:
-    def pair(value: list[str] | None) -> list[str | None]:
-        encoded = None if value is None else json.dumps(value)
-        return [encoded, encoded]
-
-    params = [*hits.params, *pair(source_filter), *pair(exclude_sources or None),
-              *pair(role_filter or None), limit, offset]
-    sql = _PAGE.format(hits=hits.text, order=_ORDERS[order])
+def _page(conn: Connection, hits: _Sql, tree: Node, layout: Layout, order: str,
+          source_filter: list[str] | None, exclude_sources: list[str] | None,
+          role_filter: list[str] | None, limit: int, offset: int) -> list[Any]:
+    params: list[Any] = list(hits.params)
+    filters = ""
+    if source_filter is not None or exclude_sources or role_filter:
+        filters = _FILTERS
+        for value in (source_filter, exclude_sources or None, role_filter or None):
+            encoded = None if value is None else json.dumps(value)
+            params += [encoded, encoded]
+    cut = ""
+    if order == "rank":
+        cut = _RANK_CUT
+        params.append(offset + limit - 1)
+    params += [limit, offset]
+    # Snippet subqueries only for indexes this store has (a missing table fails to prepare).
+    present = {"word": layout.word, "trigram": layout.trigram}
+    cases = [name for name in _SNIPPET_CASES if present[name]]
+    snippet = ("CASE page.origin " + " ".join(_SNIPPET_CASES[c] for c in cases) + " END"
+               if cases else "NULL")
+    params += [fts.render_match(tree, c) for c in cases]  # type: ignore[arg-type]
+    inner, outer = _ORDERS[order]
+    sql = _PAGE.format(hits=hits.text, filters=filters, cut=cut, inner_order=inner,
+                       outer_order=outer, snippet=snippet,
+                       ctx_self=_CONTEXT_TEXT.format(t="m"), ctx_p=_CONTEXT_TEXT.format(t="p"),
+                       ctx_n=_CONTEXT_TEXT.format(t="n"))
     return list(conn.exec_driver_sql(sql, tuple(params)))
 
 
@@ -394,15 +446,72 @@ def search_messages(db: Session | Connection, query: str | None, *,
         return []
 
 
+def _top_parts(route: str, tree: Node, layout: Layout) -> list[tuple[str, list[Any]]] | None:
+    """Ranked parts of a single-route query, or None when the route has no such shortcut."""
+    if layout.window is not None:
+        return None
+    if route == "trigram" and layout.trigram:
+        return [(_TOP["trigram"], [fts.render_match(tree, "trigram")])]
+    if route == "word" and layout.word:
+        word = _TOP["word"].format(split=_SPLIT if layout.bigram and _has_not(tree) else "")
+        parts = [(word, [fts.render_match(tree, "word")])]
+        if layout.bigram:
+            parts.append((_TOP["bigram"], [_render(tree, _bigram_leaf)]))
+        return parts
+    if route == "bigram" and layout.bigram:
+        pending = _like_part(_PENDING_LIKE_HITS, tree, _SCOPE_COLUMNS)
+        return [(_TOP["bigram"], [_render(tree, _bigram_leaf)]),
+                (pending.text.replace("'text' FROM", "'text', NULL FROM", 1), pending.params)]
+    return None
+
+
+def _top_rows(conn: Connection, sql: str, params: list[Any], wanted: int) -> list[Any]:
+    """The best ``wanted`` rows of a ranked part, plus every row tied with the last of them
+    (so the timestamp tie-break of the final order stays exact)."""
+    fetch = wanted + TIE_SLACK
+    while True:
+        rows = conn.exec_driver_sql(sql, (*params, fetch)).all()
+        if len(rows) < fetch or rows[-1][1] != rows[wanted - 1][1]:
+            return rows
+        fetch *= 2
+
+
+def _top_candidates(conn: Connection, parts: list[tuple[str, list[Any]]],
+                    wanted: int) -> tuple[_Sql, dict[int, str]]:
+    """Best ``wanted`` hits of each ranked part, merged (each part's best rows hold every row of
+    the merged best ``wanted``), with the snippets FTS5 made on the way."""
+    best: dict[int, tuple[float, str]] = {}
+    snippets: dict[int, str] = {}
+    for sql, params in parts:
+        if "LIMIT ?" in sql:
+            rows = _top_rows(conn, sql, params, wanted)
+        else:
+            rows = conn.exec_driver_sql(sql, tuple(params)).all()
+        for row_id, rank, _origin, snippet in rows:
+            if row_id not in best or rank < best[row_id][0]:
+                best[row_id] = (rank, "done" if snippet else "text")
+            if snippet:
+                snippets[row_id] = snippet
+    triples = [[row_id, rank, origin] for row_id, (rank, origin) in best.items()]
+    return _Sql(_CANDIDATE_HITS, [json.dumps(triples)]), snippets
+
+
 def _search(conn: Connection, tree: Node, sources: list[str] | None,
             excluded: list[str] | None, roles: list[str] | None, limit: int, offset: int,
             sort: str | None) -> list[dict[str, Any]]:
     layout = Layout.read(conn)
     plan = _plan(tree, layout, sources, roles)
     route = plan.single_route
+    known: dict[int, str] = {}
     if route is not None:
-        hits = _Sql.union(_route_parts(route, tree, layout, sources))
         ranked = route in ("word", "trigram", "bigram")
+        hits = None
+        if ranked and sort is None and sources is None and not excluded and not roles:
+            parts = _top_parts(route, tree, layout)
+            if parts:
+                hits, known = _top_candidates(conn, parts, offset + limit)
+        if hits is None:
+            hits = _Sql.union(_route_parts(route, tree, layout, sources))
     else:
         ids = fts.evaluate_tree(tree, lambda t: _term_ids(conn, t, plan.routes[t], layout, sources))
         if not ids:
@@ -410,27 +519,22 @@ def _search(conn: Connection, tree: Node, sources: list[str] | None,
         hits = _Sql(_ID_LIST_HITS, [json.dumps(sorted(ids))])
         ranked = False
     order = sort or ("rank" if ranked else "newest")
-    page = _page(conn, hits, order, sources, excluded, roles, limit, offset)
+    page = _page(conn, hits, tree, layout, order, sources, excluded, roles, limit, offset)
     if not page:
         return []
-    snippets = _snippets(conn, page, tree)
-    try:
-        contexts = _contexts(conn, [row.id for row in page])
-    except exc.SQLAlchemyError as err:  # the hits stand on their own; context is a courtesy
-        log.warning("search context unavailable: %s", err)
-        contexts = {}
+    terms = [t.text for t in fts.positive_terms(tree)]
     return [
         {
             "id": row.id,
             "session_id": row.session_id,
             "role": row.role,
-            "snippet": snippets.get(row.id, ""),
+            "snippet": known[row.id] if row.id in known else _snippet(row, terms),
             "timestamp": row.timestamp,
             "tool_name": row.tool_name,
             "source": row.source,
             "model": row.model,
             "session_started": row.started_at,
-            "context": contexts.get(row.id, []),
+            "context": _context(row),
         }
         for row in page
     ]
