@@ -170,6 +170,10 @@ def _set_wal(dbapi: sqlite3.Connection, path: str) -> None:
         dbapi.execute("PRAGMA journal_mode=DELETE")
 
 
+def _decode_text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
 def _connect_factory(path: str, readonly: bool) -> Callable[[], sqlite3.Connection]:
     def connect() -> sqlite3.Connection:
         if readonly:
@@ -179,6 +183,10 @@ def _connect_factory(path: str, readonly: bool) -> Callable[[], sqlite3.Connecti
         else:
             dbapi = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, check_same_thread=False,
                                     isolation_level=None)
+        # Legacy rows and other programs hold text that is not valid UTF-8 (SQLite's JSON
+        # functions turn a lone-surrogate escape such as "\ud83d" into such bytes): one bad cell
+        # must degrade to replacement characters, not make a search, an export or an append raise.
+        dbapi.text_factory = _decode_text
         try:
             dbapi.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
             dbapi.execute("PRAGMA foreign_keys=ON")

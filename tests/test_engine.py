@@ -166,3 +166,11 @@ def test_every_fiftieth_write_runs_a_passive_checkpoint(head_db: Path, monkeypat
         eng.run_write(engine, lambda c, i=i: c.execute(
             text("INSERT INTO state_meta VALUES (:k, 'v')"), {"k": f"k{i}"}))
     assert calls == ["PASSIVE", "PASSIVE"]
+
+
+def test_text_that_is_not_utf8_degrades_instead_of_raising(head_db: Path) -> None:
+    # json_extract turns a lone-surrogate escape into bytes that are not valid UTF-8.
+    engine = eng.open_engine(head_db)
+    with eng.reading(engine) as conn:
+        value = conn.exec_driver_sql("""SELECT json_extract('{"t": "a \\ud83d b"}', '$.t')""").scalar()
+    assert value.startswith("a ") and value.endswith(" b") and "\ufffd" in value
