@@ -1,0 +1,12 @@
+"""hermes-store: the operator's command line. Each command is a thin layer over one library call.
+
+The group and shared plumbing live in :mod:`.app`; each module below registers one family of
+commands on it.
+"""
+
+from __future__ import annotations
+
+from . import browse, health, repair, retention, schema, transfer  # noqa: F401 - registration
+from .app import main
+
+__all__ = ["main"]

@@ -1,0 +1,168 @@
+"""Health and upkeep: ``stats``, ``doctor``, ``optimize`` and ``optimize-storage`` (§3.2, §3.4)."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from typing import Any
+
+import click
+from rich.table import Table
+
+from .. import compaction, migrate, stats
+from ..engine import open_engine, reading
+from ..holders import ensure_not_held, find_holders
+from .app import Ctx, iso, main, need_store, open_read, out_console, require_head, size, when
+
+
+def _stats_json(st: stats.StoreStats) -> dict[str, Any]:
+    data = st.to_dict()
+    for key in ("oldest_open", "oldest", "newest"):
+        if data[key]:
+            raw = data[key]["started_at"]
+            data[key]["started_at"] = iso(raw)
+            if data[key]["started_at"] is None:
+                data[key]["started_at_raw"] = raw
+    return data
+
+
+def _render_stats(st: stats.StoreStats) -> None:
+    con = out_console()
+    s, m = st.sessions, st.messages
+    con.print(f"[bold]{st.path}[/bold]")
+    con.print(f"sessions  {s['total']:,}  (open {s['open']:,}, ended {s['ended']:,}, "
+              f"archived {s['archived']:,}, pinned {s['pinned']:,})")
+    con.print(f"messages  {m['total']:,}  (compacted {m['compacted']:,})")
+    for label, item in (("oldest open", st.oldest_open), ("oldest", st.oldest),
+                        ("newest", st.newest)):
+        if item:
+            con.print(f"{label:<11} {when(item['started_at'])}  {item['id']}")
+    con.print(f"file      {size(st.file_bytes)}, WAL {size(st.wal.bytes)} "
+              f"({st.wal.describe()}), freelist {st.freelist_ratio:.0%}")
+    if st.sources:
+        table = Table("source", "sessions", title="sessions by source", title_justify="left")
+        for row in st.sources:
+            table.add_row(str(row["source"]), f"{row['sessions']:,}")
+        con.print(table)
+    if st.space.available:
+        table = Table("object", "kind", "table", "bytes", title="space", title_justify="left")
+        for item in st.space.items:
+            table.add_row(item.name, item.kind, item.table, size(item.bytes))
+        con.print(table)
+        con.print(f"FTS share {st.space.fts_share or 0:.0%} of the file ({size(st.space.fts_bytes)})")
+    else:
+        con.print(st.space.note or "per-table sizes unavailable")
+    layout = st.layout
+    con.print(f"layout    {layout.get('version') or 'not stamped'}; indexes: "
+              f"{', '.join(layout['fts_tables']) or 'none'}")
+    backfill = layout.get("backfill")
+    if backfill and backfill.get("pending"):
+        con.print(f"backfill  pending: {backfill.get('done', 0):,}/{backfill.get('total', 0):,}")
+    for advice in st.advice:
+        con.print(f"advice    {advice.message} -> `{advice.command}`")
+
+
+@main.command("stats")
+@click.pass_obj
+def stats_cmd(obj: Ctx) -> None:
+    """Totals and space: sessions, messages, sources, WAL state, per-table bytes, advice.
+
+    Opens the store read-only; a store behind the code exits 6 (run `hermes-store upgrade`).
+
+    \b
+    Example:
+      hermes-store stats
+      hermes-store --json stats | jq .sources
+    """
+    engine = open_read(obj)
+    if engine is None:
+        obj.emit("stats", {"path": str(obj.db), "exists": False, "sessions": {"total": 0},
+                           "messages": {"total": 0}, "sources": []},
+                 f"{obj.db}: no store (0 sessions)")
+        return
+    with reading(engine) as conn:
+        st = stats.collect(conn, obj.db)
+    obj.emit("stats", {"exists": True, **_stats_json(st)}, lambda: _render_stats(st))
+
+
+_MARK = {"ok": "ok  ", "info": "info", "warn": "WARN", "damage": "DAMAGE"}
+
+
+def _render_findings(path: str, findings: list[Any]) -> None:
+    con = out_console()
+    con.print(f"[bold]{path}[/bold]")
+    for f in findings:
+        fix = f"  -> `{f.fix}`" if f.fix else ""
+        con.print(f"{_MARK.get(f.status, f.status):<6} {f.check}: {f.detail}{fix}",
+                  markup=False)
+
+
+@main.command()
+@click.option("--full", is_flag=True, help="Run integrity_check instead of quick_check (slow).")
+@click.pass_obj
+def doctor(obj: Ctx, full: bool) -> None:
+    """Read-only health report: schema, integrity, FTS indexes, WAL, holders, SQLite version.
+
+    Everything `stats` reports, plus findings that each name their fix. Exit 0 healthy,
+    7 damage found, 6 schema behind. Never writes to the store.
+
+    \b
+    Example:
+      hermes-store doctor
+      hermes-store --json doctor --full
+    """
+    if not obj.db.exists():
+        obj.note(f"note: no store at {obj.db} yet (`hermes-store upgrade` creates one)")
+        obj.emit("doctor", {"path": str(obj.db), "exists": False, "healthy": True,
+                            "findings": []}, f"{obj.db}: no store")
+        return
+    holders = find_holders(obj.db)
+    try:
+        engine = open_engine(obj.db, readonly=True)
+        with reading(engine) as conn:
+            report = stats.diagnose(conn, obj.db, full=full, holders=holders,
+                                    sqlite_version=sqlite3.sqlite_version_info)
+    except sqlite3.DatabaseError as err:
+        report = stats.DoctorReport(
+            str(obj.db), {"state": "unreadable"},
+            [stats.Finding("opens", "damage", f"the store does not open: {err}",
+                           f"hermes-store recover --source {obj.db} --output NEW.db "
+                           "--inspect-only")],
+            None, holders, sqlite3.sqlite_version)
+    obj.emit("doctor", {"exists": True, **report.to_dict()},
+             lambda: _render_findings(report.path, report.findings))
+    if report.damaged:
+        sys.exit(7)
+    if report.schema.get("state") in ("behind", "legacy", "ahead", "unknown"):
+        sys.exit(6)
+
+
+# --------------------------------------------------------------------------- whole-file upkeep
+
+
+@main.command()
+@click.option("--force", is_flag=True, help="Proceed even if other processes hold the store.")
+@click.pass_obj
+def optimize(obj: Ctx, force: bool) -> None:
+    """Merge FTS segments, PRAGMA optimize, VACUUM, then a TRUNCATE checkpoint.
+
+    Refuses (exit 5) while another process holds the store, unless --force, and checks for
+    free disk of about the store's size first. Prints main and WAL sizes before and after.
+
+    \b
+    Example:
+      hermes-store optimize
+      hermes-store --json optimize --force
+    """
+    need_store(obj.db)
+    require_head(obj)
+    holders = ensure_not_held(obj.db, force=force, what="optimize")
+    for pid, cmd in holders:
+        obj.note(f"warning: --force: pid {pid} ({cmd}) holds the store")
+    compaction.preflight(obj.db)
+    result = compaction.optimize(open_engine(obj.db), progress=lambda s: obj.note(f"{s} …"))
+    b, a = result.before, result.after
+    obj.emit("optimize", {"path": str(obj.db), **result.to_dict()},
+             f"{obj.db}: main {size(b.main)} -> {size(a.main)}, "
+             f"WAL {size(b.wal)} -> {size(a.wal)}")
+
