@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +37,7 @@ EXCLUDED_SOURCES = frozenset(("cron", "subagent"))
 CONTEXT_CHARS = 200
 # Extra rows fetched past a ranked cut, so a small group of equal bm25 scores (duplicate
 # messages) is settled without a second query.
-TIE_SLACK = 16
+TIE_SLACK = 1
 MULTIMODAL_PLACEHOLDER = "[multimodal content]"
 
 _INDEX_TABLES = ("messages_fts", "messages_fts_trigram", "messages_cjk", "messages_fts_old",
@@ -98,6 +100,10 @@ _SPLIT = " AND NOT EXISTS (SELECT 1 FROM messages_cjk AS c WHERE c.id = messages
 _LITERAL_CHECK = """
 SELECT id FROM messages WHERE id IN (SELECT value FROM json_each(?))
   AND (content LIKE ? ESCAPE '\\' OR tool_name LIKE ? ESCAPE '\\')"""
+
+_SCORE_RE = re.compile(r"bm25\(\w+\)")
+# Only the ids of a term's hits travel back to Python (every text value costs a decode).
+_IDS_OF = "WITH h(id, rank, origin) AS ({hits}) SELECT id FROM h"
 
 _ALL_COLUMNS = ("m.content", "m.tool_name", "m.tool_calls")
 _SCOPE_COLUMNS = ("sc.text", "sc.tool_name")
@@ -177,7 +183,7 @@ class Layout:
 
     @classmethod
     def read(cls, conn: Connection) -> Layout:
-        names_json, progress, high = conn.exec_driver_sql(_LAYOUT).one()
+        names_json, progress, high = _fetch(conn, _LAYOUT)[0]
         names = set(json.loads(names_json or "[]"))
         window = (int(progress), int(high)) if progress is not None and high is not None else None
         return cls("messages_fts" in names, "messages_fts_trigram" in names,
@@ -195,6 +201,22 @@ class _Sql:
     @staticmethod
     def union(parts: Sequence[_Sql]) -> _Sql:
         return _Sql(" UNION ALL ".join(p.text for p in parts), [x for p in parts for x in p.params])
+
+
+def _fetch(conn: Connection, sql: str, params: Sequence[Any] = (), *,
+           named: bool = False) -> list[Any]:
+    """Run a read on the DB-API connection under ``conn`` (same transaction).
+
+    Search statements are read-only FTS5 SQL built from fixed fragments; SQLAlchemy's
+    per-statement result machinery cost as much as the statements themselves here.
+    """
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    if named:
+        cursor.row_factory = sqlite3.Row
+    try:
+        return cursor.execute(sql, tuple(params)).fetchall()
+    finally:
+        cursor.close()
 
 
 # --------------------------------------------------------------------------------- rendering
@@ -333,10 +355,12 @@ def _plan(tree: Node, layout: Layout, source_filter: list[str] | None,
 def _term_ids(conn: Connection, term: Term, route: str, layout: Layout,
               sources: list[str] | None) -> set[int]:
     hits = _Sql.union(_route_parts(route, term, layout, sources))
-    ids = {r[0] for r in conn.exec_driver_sql(hits.text, tuple(hits.params))}
+    # A term's id set needs no score: computing bm25 for thousands of hits was most of the cost.
+    sql = _IDS_OF.format(hits=_SCORE_RE.sub("0.0", hits.text))
+    ids = {r[0] for r in _fetch(conn, sql, hits.params)}
     if ids and route in ("word", "bigram") and term.needs_literal_check:
         pattern = term.like_pattern()
-        ids = {r[0] for r in conn.exec_driver_sql(
+        ids = {r[0] for r in _fetch(conn, 
             _LITERAL_CHECK, (json.dumps(sorted(ids)), pattern, pattern))}
     return ids
 
@@ -361,22 +385,22 @@ def _context(row: Any) -> list[dict[str, str]]:
     """The hit and its neighbours in the session; ``[]`` if a neighbour cannot be read."""
     try:
         out = []
-        for packed, role in ((row.ctx_prev, None), (None, row.role), (row.ctx_next, None)):
+        for packed, role in ((row["ctx_prev"], None), (None, row["role"]), (row["ctx_next"], None)):
             if packed is not None:
                 role, content = json.loads(packed)
                 out.append({"role": role, "content": _context_text(content)})
             elif role is not None:
-                out.append({"role": role, "content": _context_text(row.ctx_self)})
+                out.append({"role": role, "content": _context_text(row["ctx_self"])})
         return out
     except (ValueError, TypeError) as err:
-        log.warning("search context unavailable for message %s: %s", row.id, err)
+        log.warning("search context unavailable for message %s: %s", row["id"], err)
         return []
 
 
 def _snippet(row: Any, terms: list[str]) -> str:
-    if row.origin == "text":
-        return fts.snippet_from_text([row.content, row.tool_name, row.tool_calls], terms)
-    return row.fts_snippet or ""
+    if row["origin"] == "text":
+        return fts.snippet_from_text([row["content"], row["tool_name"], row["tool_calls"]], terms)
+    return row["fts_snippet"] or ""
 
 
 def _page(conn: Connection, hits: _Sql, tree: Node, layout: Layout, order: str,
@@ -405,7 +429,7 @@ def _page(conn: Connection, hits: _Sql, tree: Node, layout: Layout, order: str,
                        outer_order=outer, snippet=snippet,
                        ctx_self=_CONTEXT_TEXT.format(t="m"), ctx_p=_CONTEXT_TEXT.format(t="p"),
                        ctx_n=_CONTEXT_TEXT.format(t="n"))
-    return list(conn.exec_driver_sql(sql, tuple(params)))
+    return _fetch(conn, sql, params, named=True)
 
 
 def _is_match_error(err: BaseException) -> bool:
@@ -439,7 +463,7 @@ def search_messages(db: Session | Connection, query: str | None, *,
         return _search(conn, tree, sources, _normalize_list(exclude_sources),
                        _normalize_list(role_filter), int(limit), int(offset),
                        _normalize_sort(sort))
-    except exc.OperationalError as err:
+    except (sqlite3.OperationalError, exc.OperationalError) as err:
         if not _is_match_error(err):
             raise
         log.warning("search for %r gave an invalid MATCH: %s", query, err)
@@ -470,7 +494,7 @@ def _top_rows(conn: Connection, sql: str, params: list[Any], wanted: int) -> lis
     (so the timestamp tie-break of the final order stays exact)."""
     fetch = wanted + TIE_SLACK
     while True:
-        rows = conn.exec_driver_sql(sql, (*params, fetch)).all()
+        rows = _fetch(conn, sql, [*params, fetch])
         if len(rows) < fetch or rows[-1][1] != rows[wanted - 1][1]:
             return rows
         fetch *= 2
@@ -486,7 +510,7 @@ def _top_candidates(conn: Connection, parts: list[tuple[str, list[Any]]],
         if "LIMIT ?" in sql:
             rows = _top_rows(conn, sql, params, wanted)
         else:
-            rows = conn.exec_driver_sql(sql, tuple(params)).all()
+            rows = _fetch(conn, sql, params)
         for row_id, rank, _origin, snippet in rows:
             if row_id not in best or rank < best[row_id][0]:
                 best[row_id] = (rank, "done" if snippet else "text")
@@ -525,15 +549,15 @@ def _search(conn: Connection, tree: Node, sources: list[str] | None,
     terms = [t.text for t in fts.positive_terms(tree)]
     return [
         {
-            "id": row.id,
-            "session_id": row.session_id,
-            "role": row.role,
-            "snippet": known[row.id] if row.id in known else _snippet(row, terms),
-            "timestamp": row.timestamp,
-            "tool_name": row.tool_name,
-            "source": row.source,
-            "model": row.model,
-            "session_started": row.started_at,
+            "id": row["id"],
+            "session_id": row["session_id"],
+            "role": row["role"],
+            "snippet": known[row["id"]] if row["id"] in known else _snippet(row, terms),
+            "timestamp": row["timestamp"],
+            "tool_name": row["tool_name"],
+            "source": row["source"],
+            "model": row["model"],
+            "session_started": row["started_at"],
             "context": _context(row),
         }
         for row in page
