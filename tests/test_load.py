@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import sqlite3
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from sqlalchemy import event
 
 import reliability_workers as rw
 from hermes_store import SessionDB, migrate
@@ -199,3 +201,72 @@ def test_an_open_sessiondb_that_has_read_does_not_pin_the_wal(head_db: Path) -> 
             other.close()
         assert busy == 0 and log_frames == done == 0
         assert _wal_size(head_db) == 0
+
+
+def test_threads_sharing_one_process_never_contend_with_themselves(head_db: Path,
+                                                                   monkeypatch) -> None:
+    # Upstream's dashboard hit "database is locked" against itself: several store objects per
+    # process, each with its own writer. Here every write of the process passes one lock per
+    # file, so no write of ours ever has to retry against another of ours.
+    retries: list[float] = []
+    real_sleep_for = eng._sleep_for
+    monkeypatch.setattr(eng, "_sleep_for", lambda elapsed: retries.append(elapsed)
+                        or real_sleep_for(elapsed))
+    # No busy wait inside SQLite: any lock contention at all would surface as a retry.
+    engine = eng.open_engine(head_db)
+    engine.dispose()
+    event.listen(engine, "connect", lambda dbapi, _rec: dbapi.execute("PRAGMA busy_timeout=0"))
+    shared = SessionDB(head_db)
+    second = SessionDB(head_db)  # another object on the same file, e.g. a plugin's
+    for n in range(6):
+        shared.create_session(f"t{n}", "cli")
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        db = shared if n % 2 else second
+        try:
+            for i in range(40):
+                db.append_message(f"t{n}", "user", f"thread {n} message {i}")
+                if i % 10 == 0:
+                    db.list_sessions_rich(limit=5)
+                    db.search_messages("thread")
+        except BaseException as err:  # noqa: BLE001
+            errors.append(err)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    shared.close()
+    second.close()
+
+    assert errors == []
+    assert retries == []
+    con = sqlite3.connect(head_db)
+    try:
+        assert dict(con.execute("SELECT id, message_count FROM sessions")) == {
+            f"t{n}": 40 for n in range(6)}
+        assert con.execute("SELECT count(DISTINCT content) FROM messages").fetchone()[0] == 240
+    finally:
+        con.close()
+
+
+def test_an_exhausted_budget_is_a_lock_error_for_the_caller_and_writes_nothing(
+        head_db: Path, monkeypatch) -> None:
+    # Never swallowed: a lost create_session once caused missing sessions and doubled counts.
+    monkeypatch.setattr(eng, "APPEND_BUDGET_S", 1.5)
+    with SessionDB(head_db) as db:
+        db.create_session("s1", "cli")
+        holder = sqlite3.connect(head_db, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(sqlite3.OperationalError, match=r"database is locked.*gave up"):
+                db.append_message("s1", "user", "not written")
+        finally:
+            holder.rollback()
+            holder.close()
+        assert db.get_messages("s1") == []
+        assert db.get_session("s1")["message_count"] == 0
+        db.append_message("s1", "user", "the caller's retry")  # the lock is free again
+        assert db.get_session("s1")["message_count"] == 1
