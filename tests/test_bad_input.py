@@ -196,3 +196,51 @@ def test_a_readonly_open_of_a_store_one_revision_behind_says_to_run_upgrade(
         SessionDB(store_path, readonly=True)
     assert info.value.state == "behind"
     assert info.value.head == script_heads
+
+
+# --------------------------------------------------------------------------- ids and readers
+
+
+@SETTINGS
+@given(session_id=st.one_of(ANY_TEXT, st.integers(), st.none(), st.binary(max_size=8)))
+@example(session_id="")
+@example(session_id="%")
+@example(session_id="a_b\\c")
+@example(session_id="\ud800")
+def test_any_session_id_is_stored_exactly_or_refused_and_readers_never_raise(
+        db: SessionDB, session_id: object) -> None:
+    # Readers answer None/[]/0 for what they cannot find, whatever the id looks like.
+    if isinstance(session_id, str):
+        before = db.session_count()
+        assert isinstance(db.get_messages(session_id), list)
+        db.get_session(session_id)
+        db.resolve_session_id(session_id)
+        db.get_session_title(session_id)
+        db.get_messages_as_conversation(session_id, include_ancestors=True)
+    unique = f"{session_id}-{next(_ids)}" if isinstance(session_id, str) and session_id \
+        else session_id
+    try:
+        returned = db.create_session(unique, "cli")  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        assert not isinstance(unique, str) or db.session_count() == before
+        return
+    assert returned == unique
+    assert db.get_session(unique)["id"] == unique  # type: ignore[index]
+    if unique == unique.strip():  # type: ignore[union-attr] # (resolution strips whitespace)
+        assert db.resolve_session_id(unique) == unique  # type: ignore[arg-type]
+
+
+@SETTINGS
+@given(timestamp=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(),
+                           st.text(max_size=5), st.none()))
+def test_a_message_timestamp_is_finite_or_refused_whole(db: SessionDB, timestamp: object) -> None:
+    sid = _fresh_id("ts")
+    db.create_session(sid, "cli")
+    try:
+        db.append_message(sid, "user", "hello", timestamp=timestamp)  # type: ignore[arg-type]
+    except (ValueError, TypeError, OverflowError):
+        assert _rows(db, sid) == (0, 0)
+        return
+    [row] = db.get_messages(sid)
+    assert isinstance(row["timestamp"], float) and row["timestamp"] == row["timestamp"]
+    assert abs(row["timestamp"]) != float("inf")
