@@ -37,7 +37,7 @@ EXCLUDED_SOURCES = frozenset(("cron", "subagent"))
 CONTEXT_CHARS = 200
 # Extra rows fetched past a ranked cut, so a small group of equal bm25 scores (duplicate
 # messages) is settled without a second query.
-TIE_SLACK = 1
+TIE_SLACK = 16
 MULTIMODAL_PLACEHOLDER = "[multimodal content]"
 
 _INDEX_TABLES = ("messages_fts", "messages_fts_trigram", "messages_cjk", "messages_fts_old",
@@ -470,22 +470,23 @@ def search_messages(db: Session | Connection, query: str | None, *,
         return []
 
 
-def _top_parts(route: str, tree: Node, layout: Layout) -> list[tuple[str, list[Any]]] | None:
-    """Ranked parts of a single-route query, or None when the route has no such shortcut."""
+def _top_parts(route: str, tree: Node,
+               layout: Layout) -> tuple[list[tuple[str, list[Any]]], list[_Sql]] | None:
+    """Ranked parts of a single-route query (each cut to its best rows) and the bounded parts
+    that join them unranked; None when the route has no such shortcut."""
     if layout.window is not None:
         return None
     if route == "trigram" and layout.trigram:
-        return [(_TOP["trigram"], [fts.render_match(tree, "trigram")])]
+        return [(_TOP["trigram"], [fts.render_match(tree, "trigram")])], []
     if route == "word" and layout.word:
         word = _TOP["word"].format(split=_SPLIT if layout.bigram and _has_not(tree) else "")
         parts = [(word, [fts.render_match(tree, "word")])]
         if layout.bigram:
             parts.append((_TOP["bigram"], [_render(tree, _bigram_leaf)]))
-        return parts
+        return parts, []
     if route == "bigram" and layout.bigram:
-        pending = _like_part(_PENDING_LIKE_HITS, tree, _SCOPE_COLUMNS)
-        return [(_TOP["bigram"], [_render(tree, _bigram_leaf)]),
-                (pending.text.replace("'text' FROM", "'text', NULL FROM", 1), pending.params)]
+        return ([(_TOP["bigram"], [_render(tree, _bigram_leaf)])],
+                [_like_part(_PENDING_LIKE_HITS, tree, _SCOPE_COLUMNS)])
     return None
 
 
@@ -500,24 +501,20 @@ def _top_rows(conn: Connection, sql: str, params: list[Any], wanted: int) -> lis
         fetch *= 2
 
 
-def _top_candidates(conn: Connection, parts: list[tuple[str, list[Any]]],
-                    wanted: int) -> tuple[_Sql, dict[int, str]]:
+def _top_candidates(conn: Connection, parts: list[tuple[str, list[Any]]], wanted: int,
+                    extra: list[_Sql]) -> tuple[_Sql, dict[int, str]]:
     """Best ``wanted`` hits of each ranked part, merged (each part's best rows hold every row of
-    the merged best ``wanted``), with the snippets FTS5 made on the way."""
+    the merged best ``wanted``), with the snippets FTS5 made on the way, plus ``extra``."""
     best: dict[int, tuple[float, str]] = {}
     snippets: dict[int, str] = {}
     for sql, params in parts:
-        if "LIMIT ?" in sql:
-            rows = _top_rows(conn, sql, params, wanted)
-        else:
-            rows = _fetch(conn, sql, params)
-        for row_id, rank, _origin, snippet in rows:
+        for row_id, rank, _origin, snippet in _top_rows(conn, sql, params, wanted):
             if row_id not in best or rank < best[row_id][0]:
                 best[row_id] = (rank, "done" if snippet else "text")
             if snippet:
                 snippets[row_id] = snippet
     triples = [[row_id, rank, origin] for row_id, (rank, origin) in best.items()]
-    return _Sql(_CANDIDATE_HITS, [json.dumps(triples)]), snippets
+    return _Sql.union([_Sql(_CANDIDATE_HITS, [json.dumps(triples)]), *extra]), snippets
 
 
 def _search(conn: Connection, tree: Node, sources: list[str] | None,
@@ -531,9 +528,9 @@ def _search(conn: Connection, tree: Node, sources: list[str] | None,
         ranked = route in ("word", "trigram", "bigram")
         hits = None
         if ranked and sort is None and sources is None and not excluded and not roles:
-            parts = _top_parts(route, tree, layout)
-            if parts:
-                hits, known = _top_candidates(conn, parts, offset + limit)
+            shortcut = _top_parts(route, tree, layout)
+            if shortcut is not None:
+                hits, known = _top_candidates(conn, shortcut[0], offset + limit, shortcut[1])
         if hits is None:
             hits = _Sql.union(_route_parts(route, tree, layout, sources))
     else:

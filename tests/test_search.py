@@ -325,3 +325,16 @@ def test_no_query_text_raises(store, parts: list[str]) -> None:
         hits = search_messages(conn, "".join(parts), limit=5)
         assert isinstance(hits, list)
         assert isinstance(search_messages(conn, "".join(parts), role_filter=["tool"]), list)
+
+
+def test_equal_scores_are_ordered_newest_first_across_the_ranked_cut(store) -> None:
+    path, _ = store
+    con = sqlite3.connect(path)
+    dupes = [con.execute("INSERT INTO messages (session_id, role, content, timestamp) "
+                         "VALUES ('s3', 'user', 'duplicate zebra prompt', ?)", (5000.0 + n,)
+                         ).lastrowid for n in range(40)]
+    con.commit()
+    con.close()
+    newest = sorted(dupes, reverse=True)
+    assert [h["id"] for h in run(path, "zebra", limit=5)] == newest[:5]
+    assert [h["id"] for h in run(path, "zebra", limit=5, offset=30)] == newest[30:35]
