@@ -134,8 +134,12 @@ def list_sessions_rich(conn: Executor, *, source: str | None = None,
                        offset: int = 0, include_children: bool = False,
                        project_compression_tips: bool = True,
                        order_by_last_active: bool = False,
+                       where: Any = None, pinned_first: bool = False,
                        now: float | None = None) -> list[dict[str, Any]]:
-    """Session rows plus ``preview`` and ``last_active`` (sessiondb-api.md §7)."""
+    """Session rows plus ``preview`` and ``last_active`` (sessiondb-api.md §7).
+
+    ``where`` is an extra clause over ``sessions`` (the CLI's filter set); ``pinned_first``
+    puts pinned rows before the others (``hermes-store list``)."""
     now = time.time() if now is None else now
     last_active = lineage.last_activity(sessions, now)
     query = (select(literal_column("*"),
@@ -143,8 +147,12 @@ def list_sessions_rich(conn: Executor, *, source: str | None = None,
                     last_active.label("last_active"))
              .select_from(sessions)
              .where(*_source_filters(source, exclude_sources)))
+    if where is not None:
+        query = query.where(where)
     if not include_children:
         query = query.where(visible_clause())
+    if pinned_first:
+        query = query.order_by(sessions.c.pinned.desc())
     if order_by_last_active:
         chain = lineage.lineage_activity(now=now).subquery("chain")
         chain_active = (select(chain.c.last_active).where(chain.c.root_id == sessions.c.id)

@@ -6,7 +6,8 @@ commands on it.
 
 from __future__ import annotations
 
-from . import browse, health, repair, retention, schema, transfer  # noqa: F401 - registration
+from . import (browse, health, metadata, repair, retention, schema,  # noqa: F401
+               transfer)
 from .app import main
 
 __all__ = ["main"]

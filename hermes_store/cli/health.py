@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import sys
 from typing import Any
@@ -9,7 +10,8 @@ from typing import Any
 import click
 from rich.table import Table
 
-from .. import compaction, migrate, stats
+from .. import compaction, maintenance, stats
+from ..backup import require_free_space
 from ..engine import open_engine, reading
 from ..holders import ensure_not_held, find_holders
 from .app import Ctx, iso, main, need_store, open_read, out_console, require_head, size, when
@@ -166,3 +168,56 @@ def optimize(obj: Ctx, force: bool) -> None:
              f"{obj.db}: main {size(b.main)} -> {size(a.main)}, "
              f"WAL {size(b.wal)} -> {size(a.wal)}")
 
+
+
+ASK_ABOVE_BYTES = 500 * 1024 * 1024
+NO_VACUUM_SHARE = 0.3
+_PHASE_LABEL = {"backfill": "backfill", "teardown": "Reclaiming old index", "vacuum": "vacuum",
+                "done": "done"}
+
+
+@main.command("optimize-storage")
+@click.option("--no-vacuum", is_flag=True, help="Skip the VACUUM (needs less free disk).")
+@click.option("--force", is_flag=True, help="Proceed even if other processes hold the store.")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask before a store above 500 MB.")
+@click.pass_obj
+def optimize_storage(obj: Ctx, no_vacuum: bool, force: bool, yes: bool) -> None:
+    """Move the search indexes to the current layout: backfill, teardown, vacuum, done.
+
+    Resumable: an interrupted run continues where it stopped. Needs free disk of about the
+    store's size (about 30% with --no-vacuum); refuses (exit 5) while another process holds
+    the store unless --force; asks before a store above 500 MB unless --yes.
+
+    \b
+    Example:
+      hermes-store optimize-storage
+      hermes-store optimize-storage --no-vacuum --yes
+    """
+    need_store(obj.db)
+    require_head(obj)
+    holders = ensure_not_held(obj.db, force=force, what="optimize-storage")
+    for pid, cmd in holders:
+        obj.note(f"warning: --force: pid {pid} ({cmd}) holds the store")
+    store_bytes = obj.db.stat().st_size
+    need = int(store_bytes * (NO_VACUUM_SHARE if no_vacuum else 1.0))
+    require_free_space(obj.db.parent, need, "optimize-storage")
+    if store_bytes > ASK_ABOVE_BYTES:
+        obj.note(f"warning: the store is {size(store_bytes)}; this takes a while and writes "
+                 "about that much (it can be interrupted and resumed)")
+        obj.confirm("continue?", yes=yes)
+    phases: list[str] = []
+    with obj.progress() as update:
+        def progress(phase: str, done: int, total: int) -> None:
+            if phase not in phases:
+                phases.append(phase)
+            update(_PHASE_LABEL.get(phase, phase), done, total)
+
+        report = maintenance.optimize_storage(open_engine(obj.db), progress=progress,
+                                              vacuum=not no_vacuum)
+    delta = report.bytes_before - report.bytes_after
+    change = (f"reclaimed {size(delta)}" if delta >= 0 else f"grew by {size(-delta)}")
+    obj.emit("optimize-storage", {"path": str(obj.db), "phases": phases,
+                                  **dataclasses.asdict(report), "reclaimed_bytes": delta},
+             f"{obj.db}: {change} ({size(report.bytes_before)} -> {size(report.bytes_after)}); "
+             f"{report.rows_backfilled:,} rows indexed, dropped "
+             f"{', '.join(report.tables_dropped) or 'nothing'}")

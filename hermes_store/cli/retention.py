@@ -1,1 +1,283 @@
-"""placeholder"""
+"""Retention verbs over the shared filter set: ``prune``, ``archive``, ``unarchive``, ``close``
+(cli-and-formats.md §2, §3.3).
+
+Each runs its :mod:`hermes_store.retention` function twice: first as a dry run on a read
+transaction (the preview, with the spared groups and the candidates), then, after the
+confirmation, for real in one write transaction restricted to the previewed sessions, so a
+confirmation never covers more than what was shown.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import click
+from sqlalchemy import Connection, ColumnElement, select
+
+from .. import lineage, retention
+from ..engine import open_engine, reading, run_write
+from ..errors import UsageError
+from ..filters import SessionFilter
+from .app import Ctx, filter_clause, filter_options, iso, main, open_read, resolve_all, when
+
+DEFAULT_RETENTION = "90d"
+PREVIEW_ROWS = 15
+_s = lineage.sessions
+# fn(conn, where, ids, dry_run) -> RetentionResult
+Verb = Callable[[Connection, "ColumnElement[bool] | None", "list[str] | None", bool],
+                retention.RetentionResult]
+
+_SPARED_NOTES = {
+    "pinned": "Note: {n} pinned sessions also match and will NOT be {verb} (use --include-pinned).",
+    "archived": "Note: {n} archived sessions also match and will NOT be {verb}"
+                " (use --include-archived).",
+    "open": "Note: {n} open sessions also match but were skipped: {open_why}",
+    "busy": "Note: {n} sessions were active in the last minute and were skipped (busy).",
+    "lineage": "Note: {n} compressed ancestors match on their own but stay with their lineage, "
+               "which does not match.",
+}
+
+_ARCHIVE_NOTES = {
+    "pinned": "Note: {n} pinned sessions also match and will NOT be archived (pinned sessions "
+              "are never archived; `unpin` first).",
+    "archived": "Note: already archived: {n}.",
+}
+
+_CLOSE_NOTES = {"pinned": "Note: {n} pinned sessions also match and will NOT be closed."}
+
+
+def _candidate_rows(conn: Connection, result: retention.RetentionResult) -> list[dict[str, Any]]:
+    """One row per candidate lineage, from its tip: id, last active, source, model, msgs, title."""
+    tips = [c.tip_id for c in result.candidates]
+    found: dict[str, Any] = {}
+    for start in range(0, len(tips), 900):
+        for r in conn.execute(select(_s.c.id, _s.c.source, _s.c.model, _s.c.title)
+                              .where(_s.c.id.in_(tips[start:start + 900]))).mappings():
+            found[r["id"]] = r
+    counts: dict[str, int] = {}
+    ids = [sid for c in result.candidates for sid in c.ids]
+    for start in range(0, len(ids), 900):
+        for r in conn.execute(select(_s.c.id, _s.c.message_count)
+                              .where(_s.c.id.in_(ids[start:start + 900]))):
+            counts[r.id] = r.message_count or 0
+    rows = []
+    for c in result.candidates:
+        tip = found.get(c.tip_id) or {}
+        rows.append({"id": c.tip_id, "segments": c.ids, "last_active": c.last_active,
+                     "source": tip.get("source"), "model": tip.get("model"),
+                     "messages": sum(counts.get(sid, 0) for sid in c.ids),
+                     "title": tip.get("title")})
+    return rows
+
+
+def _preview(obj: Ctx, result: retention.RetentionResult, rows: list[dict[str, Any]],
+             description: str, *, verb: str, open_why: str, everything: bool,
+             notes: dict[str, str]) -> None:
+    """Spared notes, the filter description, the candidates oldest first, the activity span."""
+    for group, n in dataclasses.asdict(result.spared).items():
+        if n:
+            template = notes.get(group, _SPARED_NOTES[group])
+            obj.note(template.format(n=n, verb=verb, open_why=open_why))
+    if obj.as_json or obj.quiet and not result.dry_run:
+        return
+    echo = click.echo if result.dry_run else (lambda text: click.echo(text, err=True))
+    echo(f"Matching: {description}")
+    shown = rows if everything else rows[:PREVIEW_ROWS]
+    for r in shown:
+        extra = f" (+{len(r['segments']) - 1} segments)" if len(r["segments"]) > 1 else ""
+        echo(f"  {r['id']}  {when(r['last_active'])}  {r['source'] or '?'}  "
+             f"{r['model'] or '-'}  {r['messages']} msgs  {r['title'] or ''}{extra}")
+    if len(rows) > len(shown):
+        echo(f"  … {len(rows) - len(shown)} more")
+    if rows:
+        echo(f"oldest activity {when(rows[0]['last_active'])}, "
+             f"newest activity {when(rows[-1]['last_active'])}")
+
+
+def run_verb(obj: Ctx, command: str, verb: Verb, *, where_of: Callable[[Connection], Any],
+             description: str, dry_run: bool, yes: bool, past: str, open_why: str = "",
+             notes: dict[str, str] | None = None) -> None:
+    """Preview (dry run on a read transaction), confirm, then apply to the previewed ids."""
+    engine = open_read(obj)
+    if engine is None:
+        obj.emit(command, retention.RetentionResult(command, dry_run).as_dict(),
+                 f"no store: nothing {past}")
+        return
+    with reading(engine) as conn:
+        plan = verb(conn, where_of(conn), None, True)
+        rows = _candidate_rows(conn, plan)
+    _preview(obj, plan, rows, description, verb=past, open_why=open_why, everything=dry_run,
+             notes=notes or {})
+    payload = {**plan.as_dict(), "filter": description, "candidates": [
+        {**r, "last_active": iso(r["last_active"])} for r in rows]}
+    if dry_run or not plan.ids:
+        obj.emit(command, payload, f"would change {plan.matched} sessions (dry run)" if dry_run
+                 else f"nothing to do: no session is {past}")
+        return
+    obj.confirm(f"{command} {plan.matched} sessions ({len(rows)} lineages)?", yes=yes)
+    writer = open_engine(obj.db)
+    result = run_write(writer, lambda c: verb(c, where_of(c), plan.ids, False), what=command)
+    obj.emit(command, {**result.as_dict(), "filter": description},
+             f"{command}: {result.changed} sessions {past}")
+
+
+def _split(flt: SessionFilter) -> tuple[float | None, float | None, SessionFilter]:
+    """Activity bounds apply to the whole lineage; the rest of the filter to the tip row."""
+    w = flt.window()
+    return (w.active_before, w.active_after,
+            dataclasses.replace(flt, older_than=None, newer_than=None))
+
+
+def _where_of(flt: SessionFilter) -> Callable[[Connection], Any]:
+    return lambda conn: filter_clause(conn, flt)
+
+
+# --------------------------------------------------------------------------- prune
+
+
+@main.command()
+@filter_options
+@click.option("--include-pinned", is_flag=True, help="Delete pinned lineages too.")
+@click.option("--include-archived", is_flag=True, help="Delete archived lineages too.")
+@click.option("--dry-run", is_flag=True, help="Print every match and change nothing.")
+@click.option("-y", "--yes", is_flag=True, help="Skip the confirmation.")
+@click.pass_obj
+def prune(obj: Ctx, flt: SessionFilter, include_pinned: bool, include_archived: bool,
+          dry_run: bool, yes: bool) -> None:
+    """Delete ended sessions, whole compression lineages at a time.
+
+    With no filter: sessions last active more than 90 days ago. Any explicit filter replaces
+    that cutoff. Pinned, archived, open and busy sessions are spared, with a note saying how
+    many and why.
+
+    \b
+    Example:
+      hermes-store prune --dry-run
+      hermes-store prune --older-than 30d --source cron --yes
+    """
+    description = flt.describe()
+    if flt.is_empty:
+        flt = dataclasses.replace(flt, older_than=DEFAULT_RETENTION)
+        description = f"{flt.describe()} (default retention {DEFAULT_RETENTION})"
+    elif flt.older_than is None:
+        description += ", any age"
+    before, after, rest = _split(flt)
+
+    def verb(c: Connection, where: Any, ids: list[str] | None, dry: bool) -> Any:
+        return retention.prune(c, older_than=before, newer_than=after, where=where, ids=ids,
+                               include_pinned=include_pinned, include_archived=include_archived,
+                               now=flt.now, dry_run=dry)
+
+    run_verb(obj, "prune", verb, where_of=_where_of(rest), description=description,
+             dry_run=dry_run, yes=yes, past="deleted",
+             open_why="prune only deletes ended sessions (see `close`).")
+
+
+# --------------------------------------------------------------------------- archive
+
+
+@main.command()
+@click.argument("sessions", nargs=-1)
+@filter_options
+@click.option("--include-open", is_flag=True, help="Archive lineages that never ended too.")
+@click.option("--dry-run", is_flag=True, help="Print every match and change nothing.")
+@click.option("-y", "--yes", is_flag=True, help="Skip the confirmation.")
+@click.pass_obj
+def archive(obj: Ctx, sessions: tuple[str, ...], flt: SessionFilter, include_open: bool,
+            dry_run: bool, yes: bool) -> None:
+    """Hide whole lineages from list and pickers; they stay searchable and exportable.
+
+    Needs IDs or at least one filter (an unfiltered archive is refused, exit 2). Pinned
+    lineages are always spared; open ones unless --include-open.
+
+    \b
+    Example:
+      hermes-store archive --older-than 30d --dry-run
+      hermes-store archive 20260915_0749 --yes
+    """
+    if flt.is_empty and not sessions:
+        raise UsageError("archive needs IDs or a filter (e.g. --older-than 30d)")
+    _retarget(obj, "archive", sessions, flt, dry_run, yes, past="archived",
+              open_why="use --include-open to archive them too.", notes=_ARCHIVE_NOTES,
+              call=lambda c, before, after, where, ids, dry: retention.archive(
+                  c, older_than=before, newer_than=after, where=where, ids=ids,
+                  include_open=include_open, now=flt.now, dry_run=dry))
+
+
+@main.command()
+@click.argument("sessions", nargs=-1)
+@filter_options
+@click.option("--dry-run", is_flag=True, help="Print every match and change nothing.")
+@click.option("-y", "--yes", is_flag=True, help="Skip the confirmation.")
+@click.pass_obj
+def unarchive(obj: Ctx, sessions: tuple[str, ...], flt: SessionFilter, dry_run: bool,
+              yes: bool) -> None:
+    """Bring archived lineages back into list and pickers (IDs or filters).
+
+    \b
+    Example:
+      hermes-store unarchive 20260915_0749
+      hermes-store unarchive --source telegram --yes
+    """
+    if flt.is_empty and not sessions:
+        raise UsageError("unarchive needs IDs or a filter")
+    _retarget(obj, "unarchive", sessions, flt, dry_run, yes or bool(sessions and flt.is_empty),
+              past="unarchived",
+              call=lambda c, before, after, where, ids, dry: retention.unarchive(
+                  c, older_than=before, newer_than=after, where=where, ids=ids, now=flt.now,
+                  dry_run=dry))
+
+
+def _retarget(obj: Ctx, command: str, refs: tuple[str, ...], flt: SessionFilter, dry_run: bool,
+              yes: bool, *, past: str, call: Callable[..., Any], open_why: str = "",
+              notes: dict[str, str] | None = None) -> None:
+    """The shared body of the verbs that take IDs as well as filters."""
+    before, after, rest = _split(flt)
+    chosen: list[str] | None = None
+    if refs:
+        engine = open_read(obj)
+        if engine is not None:
+            with reading(engine) as conn:
+                chosen = resolve_all(conn, refs)
+
+    def verb(c: Connection, where: Any, ids: list[str] | None, dry: bool) -> Any:
+        return call(c, before, after, where, ids if ids is not None else chosen, dry)
+
+    description = flt.describe() if not refs else (
+        f"sessions {', '.join(chosen or refs)}" + ("" if flt.is_empty else f", {flt.describe()}"))
+    run_verb(obj, command, verb, where_of=_where_of(rest), description=description,
+             dry_run=dry_run, yes=yes, past=past, open_why=open_why, notes=notes)
+
+
+# --------------------------------------------------------------------------- close
+
+
+@main.command()
+@filter_options
+@click.option("--dry-run", is_flag=True, help="Print every match and change nothing.")
+@click.option("-y", "--yes", is_flag=True, help="Skip the confirmation.")
+@click.pass_obj
+def close(obj: Ctx, flt: SessionFilter, dry_run: bool, yes: bool) -> None:
+    """End sessions left open (hard kills, abandoned chats) idle longer than --older-than.
+
+    Records end_reason='closed_idle' so prune and archive see them; they stay resumable.
+    Pinned and busy sessions are spared. --older-than is required.
+
+    \b
+    Example:
+      hermes-store close --older-than 7d --dry-run
+      hermes-store close --older-than 2w --source telegram --yes
+    """
+    if flt.older_than is None:
+        raise UsageError("close needs --older-than AGE (e.g. --older-than 7d)")
+    before, after, rest = _split(flt)
+    assert before is not None
+
+    def verb(c: Connection, where: Any, ids: list[str] | None, dry: bool) -> Any:
+        return retention.close_idle(c, older_than=before, newer_than=after, where=where,
+                                    ids=ids, now=flt.now, dry_run=dry)
+
+    run_verb(obj, "close", verb, where_of=_where_of(rest), description=flt.describe(),
+             dry_run=dry_run, yes=yes, past="closed", notes=_CLOSE_NOTES)

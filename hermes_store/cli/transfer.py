@@ -1,1 +1,273 @@
-"""placeholder"""
+"""Moving sessions in and out: ``export`` (§4) and ``import`` (§5)."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from sqlalchemy import Connection, and_, select
+
+from .. import exporters, importers, importing, lineage, migrate
+from ..engine import open_engine, reading
+from ..errors import UsageError
+from ..filters import SessionFilter, parse_time
+from .app import (Ctx, filter_clause, filter_options, main, open_read, require_head,
+                  resolve_all, size, stdin_is_tty, tip_of)
+
+_s = lineage.sessions
+DISCOVERABLE = ("claude", "codex")
+
+
+# --------------------------------------------------------------------------- export
+
+
+def _select_ids(conn: Connection, flt: SessionFilter, ended_only: bool) -> list[str]:
+    """Sessions passing the filter, oldest start first (parents before continuations)."""
+    clauses = [c for c in (filter_clause(conn, flt),) if c is not None]
+    if ended_only:
+        clauses.append(_s.c.ended_at.is_not(None))
+    return list(conn.execute(select(_s.c.id).where(and_(*clauses))
+                             .order_by(_s.c.started_at, _s.c.id)).scalars())
+
+
+def _most_recent(conn: Connection) -> list[str]:
+    last = lineage.last_activity(_s)
+    sid = conn.execute(select(_s.c.id).order_by(last.desc(), _s.c.id.desc()).limit(1)).scalar()
+    return [sid] if sid is not None else []
+
+
+@main.command("export")
+@click.argument("output", required=False)
+@click.option("--format", "fmt", type=click.Choice(exporters.FORMATS), default="jsonl",
+              show_default=True, help="jsonl (backup, round-trips), md/qmd, html or trace.")
+@click.option("--session-id", "session_ids", multiple=True,
+              help="A session (id or unique prefix); repeatable.")
+@filter_options
+@click.option("--ended-only", is_flag=True, help="Leave open sessions out.")
+@click.option("--all", "export_all", is_flag=True, help="md/qmd: export every session.")
+@click.option("--only", type=click.Choice(["user-prompts"]), default=None,
+              help="One record per real user prompt (jsonl or md).")
+@click.option("--redact/--no-redact", default=None,
+              help="Mask secrets in text and metadata (default: on for trace only).")
+@click.option("--lineage", "lineage_mode", type=click.Choice(["single", "logical"]),
+              default="single", show_default=True, help="md: one file per compression lineage.")
+@click.option("--no-reasoning", is_flag=True, help="trace: drop thinking blocks.")
+@click.option("--no-attachments", is_flag=True, help="jsonl: omit attachment data.")
+@click.option("--dry-run", is_flag=True, help="List what would be exported; write nothing.")
+@click.option("--force", is_flag=True, help="Overwrite existing output files.")
+@click.option("-y", "--yes", is_flag=True, help="Never ask (export itself never deletes).")
+@click.pass_obj
+def export_cmd(obj: Ctx, output: str | None, fmt: str, session_ids: tuple[str, ...],
+               flt: SessionFilter, ended_only: bool, export_all: bool, only: str | None,
+               redact: bool | None, lineage_mode: str, no_reasoning: bool,
+               no_attachments: bool, dry_run: bool, force: bool, yes: bool) -> None:
+    """Export sessions as jsonl, md/qmd, html or trace; streams, never loads a whole session.
+
+    OUTPUT is a file, a directory (or a path ending in /), or - for stdout (jsonl, trace,
+    user prompts). Without --session-id or filters: every session (open, archived and pinned
+    included); md needs --all for that; trace takes the most recent session.
+
+    \b
+    Example:
+      hermes-store export backup.jsonl
+      hermes-store export - --session-id 20260915_0749 --format trace
+      hermes-store export notes/ --format md --source cli --newer-than 30d
+    """
+    options = exporters.ExportOptions(format=fmt, only=only, redact=redact,
+                                      lineage=lineage_mode, force=force,
+                                      reasoning=not no_reasoning, attachments=not no_attachments)
+    if obj.as_json and output == "-" and not dry_run:
+        raise UsageError("--json and '-' both want stdout: give OUTPUT a file name")
+    selected = bool(session_ids) or not flt.is_empty or ended_only
+    if fmt in ("md", "qmd") and not selected and not export_all and not dry_run:
+        raise UsageError(f"a {fmt} export of every session needs --all "
+                         "(or --session-id / filters)")
+    engine = open_read(obj)
+    if engine is None:
+        obj.emit("export", {"sessions": 0, "messages": 0, "files": [], "dry_run": dry_run},
+                 "nothing to export")
+        return
+    with reading(engine) as conn:
+        ids: list[str] | None
+        if session_ids:
+            ids = resolve_all(conn, session_ids)
+            for sid in ids:
+                tip = tip_of(conn, sid)
+                if tip != sid:
+                    obj.note(f"note: {sid} was compressed; the conversation continued in {tip}")
+        elif selected:
+            ids = _select_ids(conn, flt, ended_only)
+        elif fmt == "trace":
+            ids = _most_recent(conn)
+        else:
+            ids = None
+        if dry_run:
+            plan = exporters.plan_export(conn, ids)
+    if dry_run:
+        _emit_plan(obj, fmt, plan)
+        return
+    if ids == []:
+        obj.emit("export", {"sessions": 0, "messages": 0, "files": [], "dry_run": False},
+                 "no sessions match; nothing written")
+        return
+    total = len(ids) if ids is not None else 0
+    with obj.progress() as update:
+        result = exporters.export_sessions(
+            engine, output, ids, options,
+            progress=lambda _sid, n: update("sessions", n, max(total, n)))
+    for note in result.notes:
+        obj.note(f"note: {note}")
+    if result.redacted:
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(result.redaction_counts.items()))
+        obj.note(f"redacted: {counts or 'nothing found'}")
+    payload = {"dry_run": False, "format": result.format, "sessions": result.sessions,
+               "messages": result.messages, "files": result.files, "redacted": result.redacted,
+               "redaction_counts": result.redaction_counts, "manifest": result.manifest,
+               "notes": result.notes}
+    summary = (f"exported {result.sessions:,} sessions, {result.messages:,} messages "
+               f"({fmt}) to {', '.join(result.files[:3]) or '-'}"
+               + (f" and {len(result.files) - 3} more files" if len(result.files) > 3 else ""))
+    if output == "-" and not obj.as_json:
+        obj.note(summary)  # stdout carries the export itself
+    else:
+        obj.emit("export", payload, summary)
+
+
+def _emit_plan(obj: Ctx, fmt: str, plan: list[dict[str, Any]]) -> None:
+    messages = sum(p["messages"] for p in plan)
+
+    def render() -> None:
+        for p in plan:
+            click.echo(f"{p['id']}  {p['messages']:>6,} msgs  {p['source'] or '?':<10} "
+                       f"{p['title'] or ''}")
+        click.echo(f"would export {len(plan):,} sessions, {messages:,} messages ({fmt})")
+
+    obj.emit("export", {"dry_run": True, "format": fmt, "sessions": len(plan),
+                        "messages": messages, "plan": plan}, render)
+
+
+# --------------------------------------------------------------------------- import
+
+
+def _discover(kind: str | None, since: float | None, with_subagents: bool) -> list[Path]:
+    if kind == "jsonl":
+        raise UsageError("jsonl files have no default location: give PATH")
+    found: list[Path] = []
+    for k in (kind,) if kind else DISCOVERABLE:
+        found += importers.discover(k, include_subagents=with_subagents)
+    if since is not None:
+        found = [p for p in found if p.stat().st_mtime >= since]
+    return found
+
+
+def _pick(obj: Ctx, files: list[Path]) -> list[Path]:
+    """A numbered list and a prompt ("all", or numbers like 1,3-5) on a TTY."""
+    for n, path in enumerate(files, 1):
+        click.echo(f"{n:>4}  {path}", err=True)
+    answer = click.prompt("import which files? (all, 1,3-5, or empty to cancel)", default="",
+                          show_default=False, err=True).strip().lower()
+    if not answer:
+        click.echo("Nothing changed.", err=True)
+        sys.exit(1)
+    if answer == "all":
+        return files
+    chosen: list[Path] = []
+    try:
+        for part in answer.replace(" ", "").split(","):
+            lo, _, hi = part.partition("-")
+            for n in range(int(lo), int(hi or lo) + 1):
+                chosen.append(files[n - 1])
+    except (ValueError, IndexError):
+        raise UsageError(f"not a selection: {answer!r}") from None
+    return list(dict.fromkeys(chosen))
+
+
+def _import_engine(obj: Ctx) -> Any:
+    """The target store; a missing or empty one is created at head (nothing to migrate)."""
+    st = migrate.status(obj.db)
+    if st.state in ("missing", "empty"):
+        migrate.upgrade(obj.db)
+        obj.note(f"created {obj.db}")
+    else:
+        require_head(obj, st)
+    return open_engine(obj.db)
+
+
+def _summary_line(f: importing.FileImportSummary) -> str:
+    parts = [f"{f.status}", f"{f.sessions_imported} sessions", f"{f.messages_imported} messages"]
+    if f.sessions_skipped:
+        parts.append(f"{f.sessions_skipped} skipped")
+    if f.malformed_lines:
+        parts.append(f"{f.malformed_lines} malformed lines")
+    if f.dropped_wrappers:
+        parts.append(f"{f.dropped_wrappers} injected wrappers dropped")
+    if f.error:
+        parts.append(f"error: {f.error}")
+    return f"{f.path} ({f.format or '?'}): " + ", ".join(parts)
+
+
+@main.command("import")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--from", "kind", type=click.Choice(["claude", "codex", "jsonl"]), default=None,
+              help="The format (default: detected per file).")
+@click.option("--all", "import_all", is_flag=True,
+              help="Without PATH: import every discovered file.")
+@click.option("--since", default=None, metavar="AGE",
+              help="Without PATH: only files modified since AGE/TIME.")
+@click.option("--with-subagents", is_flag=True, help="Claude: subagent logs too.")
+@click.option("--dry-run", is_flag=True, help="Say what would happen; write nothing.")
+@click.option("--replace", is_flag=True, help="Overwrite sessions that exist or changed.")
+@click.pass_obj
+def import_cmd(obj: Ctx, paths: tuple[Path, ...], kind: str | None, import_all: bool,
+               since: str | None, with_subagents: bool, dry_run: bool, replace: bool) -> None:
+    """Import our jsonl backups, Claude Code or Codex logs; re-importing never duplicates.
+
+    Without PATH it looks in ~/.claude/projects and ~/.codex/sessions (or $CLAUDE_CONFIG_DIR,
+    $CODEX_HOME): on a terminal it offers a picker, otherwise it lists the files and needs
+    PATH or --all. One transaction per file; exit 8 when some file failed.
+
+    \b
+    Example:
+      hermes-store import backup.jsonl
+      hermes-store import --from claude --all --since 30d
+    """
+    files = list(paths)
+    if not files:
+        cutoff = parse_time(since, flag="--since") if since else None
+        found = _discover(kind, cutoff, with_subagents)
+        if not found:
+            obj.emit("import", {"dry_run": dry_run, "files": [], "discovered": 0},
+                     "no Claude Code or Codex logs found")
+            return
+        if import_all:
+            files = found
+        elif stdin_is_tty():
+            files = _pick(obj, found)
+        else:
+            for path in found:
+                click.echo(str(path), err=True)
+            raise UsageError(f"found {len(found)} files: give PATH or --all to import them")
+    engine = _import_engine(obj)
+
+    def done(_path: str, summary: importing.FileImportSummary) -> None:
+        obj.note(_summary_line(summary))
+
+    result = importing.import_paths(engine, files, kind=kind, replace=replace, dry_run=dry_run,
+                                    progress=done)
+    payload = {"dry_run": dry_run, "sessions_imported": result.sessions_imported,
+               "sessions_skipped": result.sessions_skipped,
+               "messages_imported": result.messages_imported,
+               "malformed_lines": result.malformed_lines, "failed": len(result.failed),
+               "files": [dataclasses.asdict(f) for f in result.files]}
+    verb = "would import" if dry_run else "imported"
+    obj.emit("import", payload,
+             f"{verb} {result.sessions_imported:,} sessions, {result.messages_imported:,} "
+             f"messages from {len(result.files)} files ({len(result.failed)} failed, "
+             f"{result.malformed_lines} malformed lines skipped); store {obj.db} "
+             f"({size(obj.db.stat().st_size) if obj.db.exists() else '?'})",
+             ok=not result.failed)
+    if result.exit_code:
+        sys.exit(result.exit_code)
