@@ -373,6 +373,13 @@ def reading(engine: Engine) -> Iterator[Connection]:
                 yield conn
     except exc.DBAPIError as err:
         raise unwrap(err) from err
+    except sqlite3.Error as err:
+        # Statements run on the driver connection under ``conn`` (hot read paths) raise the
+        # raw class: damage must name its remedy whichever way the statement went.
+        translated = unwrap(err)
+        if translated is err:
+            raise
+        raise translated from err
 
 
 @contextlib.contextmanager

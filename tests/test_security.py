@@ -164,6 +164,16 @@ def _assignments(scope: ast.AST | None, tree: ast.Module, name: str) -> list[ast
     return values
 
 
+def _through_fixed_substitution(expr: ast.expr, tree: ast.Module) -> ast.expr:
+    """``PATTERN.sub("const", text)`` adds nothing but the constant: judge ``text`` instead."""
+    if (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)
+            and expr.func.attr == "sub" and isinstance(expr.func.value, ast.Name)
+            and expr.func.value.id in _module_constants(tree) and len(expr.args) == 2
+            and isinstance(expr.args[0], ast.Constant)):
+        return expr.args[1]
+    return expr
+
+
 def _interpolated(arg: ast.expr, scope: ast.AST | None, tree: ast.Module,
                   depth: int = 0) -> list[ast.expr]:
     """The expressions spliced into the SQL text ``arg`` evaluates to (empty: constant text,
@@ -181,6 +191,7 @@ def _interpolated(arg: ast.expr, scope: ast.AST | None, tree: ast.Module,
             and arg.func.attr == "format":
         out = _interpolated(arg.func.value, scope, tree, depth + 1)
         for value in [*arg.args, *(k.value for k in arg.keywords)]:
+            value = _through_fixed_substitution(value, tree)
             out.extend(_interpolated(value, scope, tree, depth + 1)
                        if isinstance(value, ast.JoinedStr) else [value])
         return out
