@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from sqlalchemy.orm import Session
 
 from hermes_store import cjk
+from hermes_store import search as search_module
 from hermes_store.engine import open_engine, reading, run_write
 from hermes_store.search import search_messages
 
@@ -338,3 +339,28 @@ def test_equal_scores_are_ordered_newest_first_across_the_ranked_cut(store) -> N
     newest = sorted(dupes, reverse=True)
     assert [h["id"] for h in run(path, "zebra", limit=5)] == newest[:5]
     assert [h["id"] for h in run(path, "zebra", limit=5, offset=30)] == newest[30:35]
+
+
+@pytest.mark.parametrize("query", ["docker deployment", '"set up"', "deploy*", "记忆系统",
+                                   "昨晚", "晚", "python NOT 日本", "广西 OR 桂林 OR travel",
+                                   "youer", "100%完成"])
+def test_no_route_scans_the_whole_messages_table(store, monkeypatch, query: str) -> None:
+    path, _ = store
+    seen: list[tuple[str, tuple]] = []
+    real = search_module._fetch
+
+    def recording(conn, sql, params=(), **kw):
+        seen.append((sql, tuple(params)))
+        return real(conn, sql, params, **kw)
+
+    monkeypatch.setattr(search_module, "_fetch", recording)
+    run(path, query)
+    assert seen
+    con = sqlite3.connect(path)
+    try:
+        for sql, params in seen:
+            plan = [r[3] for r in con.execute("EXPLAIN QUERY PLAN " + sql, params)]
+            full_scans = [p for p in plan if p.split()[:2] in (["SCAN", "m"], ["SCAN", "messages"])]
+            assert not full_scans, (query, sql, plan)
+    finally:
+        con.close()
