@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.table import Table
 from sqlalchemy import Connection, and_, select
 
@@ -78,11 +79,13 @@ def list_cmd(obj: Ctx, flt: SessionFilter, limit: int, show_all: bool, archived:
         if not rows:
             click.echo("no sessions match")
             return
-        table = Table("title", "workspace", "last active", "source", "id", box=None)
+        table = Table("title", "workspace", "last active", "source", box=None)
+        table.add_column("id", no_wrap=True)
         for row in rows:
             mark = "* " if row.get("pinned") else ""
-            table.add_row(mark + (row.get("title") or row.get("preview") or "—"), _workspace(row),
-                          when(row.get("last_active")), source_label(row), row["id"])
+            cells = (mark + (row.get("title") or row.get("preview") or "—"), _workspace(row),
+                     when(row.get("last_active")), source_label(row), row["id"])
+            table.add_row(*(escape(str(c)) for c in cells))
         out_console().print(table)
         if more:
             click.echo("… more sessions match (use --limit or filters)")
@@ -186,7 +189,7 @@ def show(obj: Ctx, session: str, tail: int | None, full: bool, include_compacted
 
     def render() -> None:
         con = out_console()
-        con.print(f"[bold]{row.get('title') or '(untitled)'}[/bold]")
+        con.print(f"[bold]{escape(row.get('title') or '(untitled)')}[/bold]")
         for label, value in (
                 ("id", sid), ("source", source_label(row)),
                 ("model", " / ".join(str(v) for v in (row.get("model"),
@@ -285,8 +288,8 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
         con = out_console()
         for sid, group in groups.items():
             row = meta[sid]
-            label = " [archived]" if row.get("archived") else ""
-            con.print(f"[bold]{row.get('title') or '(untitled)'}[/bold]{label}")
+            label = " \\[archived]" if row.get("archived") else ""
+            con.print(f"[bold]{escape(row.get('title') or '(untitled)')}[/bold]{label}")
             con.print(f"  {sid}  {source_label(row)}  last active "
                       f"{when(row.get('last_active'))}", markup=False)
             for h in group:

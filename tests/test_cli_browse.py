@@ -1,0 +1,203 @@
+"""hermes-store list, show and search: full ids, unique prefixes, filters, grouped search hits."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from cli_support import add_message, make_session, rows, run, run_json, sha256
+
+from hermes_store.cli.app import ITEM_KEYS
+
+A = "20260101_100000_aaaa1111"
+B = "20260102_100000_bbbb2222"
+C = "20260103_100000_bbbb3333"
+
+
+@pytest.fixture
+def store(head_db: Path) -> Path:
+    make_session(head_db, A, age_days=3, title="Alpha", texts=("deploy the gateway",))
+    make_session(head_db, B, age_days=1, source="telegram", texts=("数据库 迁移 plan",))
+    make_session(head_db, C, age_days=2, pinned=True, title="Pinned one")
+    return head_db
+
+
+def test_list_puts_pinned_first_then_newest_activity_with_full_ids(store: Path) -> None:
+    code, doc = run_json("--db", str(store), "list")
+    assert code == 0
+    assert [s["id"] for s in doc["sessions"]] == [C, B, A]
+    assert set(ITEM_KEYS) <= set(doc["sessions"][0])
+    assert doc["sessions"][0]["pinned"] is True
+    assert doc["sessions"][1]["preview"].startswith("数据库")
+    assert doc["sessions"][0]["last_active"].endswith("Z")
+    human = run("--db", str(store), "list").stdout
+    assert all(sid in human for sid in (A, B, C))
+
+
+def test_list_limit_fetches_one_more_to_say_more_match(store: Path) -> None:
+    _, doc = run_json("--db", str(store), "list", "--limit", "2")
+    assert doc["count"] == 2 and doc["more"] is True
+    assert "more" in run("--db", str(store), "list", "--limit", "2").stdout
+    _, doc = run_json("--db", str(store), "list", "--limit", "3")
+    assert doc["more"] is False
+
+
+def test_list_hides_archived_unless_asked(store: Path) -> None:
+    make_session(store, "20260104_100000_cccc4444", archived=True)
+    _, doc = run_json("--db", str(store), "list")
+    assert "20260104_100000_cccc4444" not in [s["id"] for s in doc["sessions"]]
+    _, doc = run_json("--db", str(store), "list", "--archived")
+    assert [s["id"] for s in doc["sessions"]] == ["20260104_100000_cccc4444"]
+    _, doc = run_json("--db", str(store), "list", "--all")
+    assert len(doc["sessions"]) == 4
+
+
+def test_list_filters_by_source_activity_pinned_and_open(store: Path) -> None:
+    make_session(store, "20260105_100000_dddd5555", ended=False, age_days=10)
+    ids = lambda *a: [s["id"] for s in run_json("--db", str(store), "list", *a)[1]["sessions"]]  # noqa: E731
+    assert ids("--source", "telegram") == [B]
+    assert ids("--newer-than", "36h") == [B]
+    assert ids("--older-than", "5d") == ["20260105_100000_dddd5555"]
+    assert ids("--pinned") == [C]
+    assert ids("--open") == ["20260105_100000_dddd5555"]
+
+
+def test_list_shows_created_and_current_source_when_they_differ(store: Path) -> None:
+    con = sqlite3.connect(store)
+    with con:
+        con.execute("ALTER TABLE sessions ADD COLUMN created_source TEXT")
+        con.execute("UPDATE sessions SET created_source = 'cli' WHERE id = ?", (B,))
+    con.close()
+    assert "cli→telegram" in run("--db", str(store), "list").stdout
+    _, doc = run_json("--db", str(store), "list", "--source", "telegram")
+    assert doc["sessions"][0]["created_source"] == "cli"
+
+
+def test_bad_age_is_a_usage_error(store: Path) -> None:
+    assert run("--db", str(store), "list", "--older-than", "3 months").exit_code == 2
+    result = run("--db", str(store), "list", "--newer-than", "1d", "--older-than", "2d")
+    assert result.exit_code == 2 and "empty time window" in result.stderr
+
+
+def test_list_on_a_missing_store_is_empty_with_a_note(tmp_path: Path) -> None:
+    result = run("--db", str(tmp_path / "none.db"), "list")
+    assert result.exit_code == 0 and "no store" in result.stderr
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_reading_commands_leave_the_file_unchanged(store: Path) -> None:
+    before = sha256(store)
+    for args in (["list"], ["show", A], ["search", "gateway"]):
+        assert run("--db", str(store), *args).exit_code == 0
+    assert sha256(store) == before
+
+
+def test_show_accepts_a_unique_prefix_and_prints_the_full_id(store: Path) -> None:
+    result = run("--db", str(store), "show", "20260101")
+    assert result.exit_code == 0
+    assert A in result.stdout and "deploy the gateway" in result.stdout
+
+
+def test_show_ambiguous_prefix_exits_4_listing_candidates(store: Path) -> None:
+    code, doc = run_json("--db", str(store), "show", "2026010")
+    assert code == 4 and doc["ok"] is False
+    assert doc["error"]["code"] == "ambiguous_id"
+    assert {c["id"] for c in doc["error"]["candidates"]} == {A, B, C}
+    human = run("--db", str(store), "show", "2026010")
+    assert A in human.stderr and "Alpha" in human.stderr
+
+
+def test_show_unknown_or_too_short_id_exits_3(store: Path) -> None:
+    assert run("--db", str(store), "show", "nope_nope").exit_code == 3
+    assert run("--db", str(store), "show", "202").exit_code == 3
+
+
+def test_show_ids_with_underscores_are_not_like_wildcards(store: Path) -> None:
+    # "20260101_1" would match "20260101x1…" under a bare LIKE; only real prefixes count.
+    make_session(store, "20260101x100000_eeee", age_days=1)
+    assert run_json("--db", str(store), "show", "20260101_1")[1]["session"]["id"] == A
+
+
+def test_show_cuts_tool_results_unless_full_and_hides_compacted_rows(store: Path) -> None:
+    add_message(store, A, "assistant", "running", tool_calls='[{"id":"c1","type":"function",'
+                '"function":{"name":"terminal","arguments":"{\\"command\\":\\"ls\\"}"}}]')
+    add_message(store, A, "tool", "x" * 5000, tool_call_id="c1", tool_name="terminal")
+    add_message(store, A, "user", "old summarised turn", compacted=1, active=0)
+    out = run("--db", str(store), "show", A).stdout
+    assert "terminal" in out and '"command": "ls"' in out
+    assert "x" * 2000 in out and "x" * 2001 not in out
+    assert "old summarised turn" not in out
+    full = run("--db", str(store), "show", A, "--full", "--include-compacted").stdout
+    assert "x" * 5000 in full and "old summarised turn" in full
+    _, doc = run_json("--db", str(store), "show", A, "--tail", "1")
+    assert [m["content"] for m in doc["messages"]] == ["x" * 5000]
+
+
+def test_show_names_the_tip_of_a_compressed_session_and_tip_follows_it(head_db: Path) -> None:
+    root = make_session(head_db, "20260201_100000_root0001", age_days=2, end_reason="compression",
+                        texts=("first half",))
+    tip = make_session(head_db, "20260201_110000_tip00002", age_days=1, parent=root,
+                       ended=False, texts=("second half",))
+    con = sqlite3.connect(head_db)
+    with con:  # the continuation starts when the parent ended
+        con.execute("UPDATE sessions SET started_at = (SELECT ended_at FROM sessions "
+                    "WHERE id = ?) WHERE id = ?", (root, tip))
+    con.close()
+    out = run("--db", str(head_db), "show", root).stdout
+    assert f"continued in {tip}" in out
+    _, doc = run_json("--db", str(head_db), "show", root, "--tip")
+    assert doc["session"]["id"] == tip
+    _, doc = run_json("--db", str(head_db), "show", tip, "--lineage")
+    assert [m["content"] for m in doc["messages"]] == ["first half", "second half"]
+    assert doc["session"]["lineage_session_ids"] == [root, tip]
+
+
+def test_search_groups_hits_by_session(store: Path) -> None:
+    add_message(store, A, "assistant", "the gateway is deployed")
+    code, doc = run_json("--db", str(store), "search", "gateway")
+    assert code == 0 and doc["count"] == 2
+    assert [r["session"]["id"] for r in doc["results"]] == [A]
+    assert len(doc["results"][0]["hits"]) == 2
+
+
+def test_search_finds_a_two_character_cjk_term(store: Path) -> None:
+    _, doc = run_json("--db", str(store), "search", "迁移")
+    assert [r["session"]["id"] for r in doc["results"]] == [B]
+
+
+def test_search_never_shows_an_fts_syntax_error(store: Path) -> None:
+    for query in ('gateway AND (', '"unbalanced', "NOT", "*", "a:b:c"):
+        result = run("--db", str(store), "search", query)
+        assert result.exit_code == 0, query
+        assert "syntax" not in result.output.lower() and "fts5" not in result.output.lower()
+
+
+def test_search_filters_by_session_role_source_and_archived(store: Path) -> None:
+    add_message(store, B, "assistant", "gateway in telegram")
+    by = lambda *a: {r["session"]["id"] for r in run_json("--db", str(store), "search", *a)[1]["results"]}  # noqa: E731
+    assert by("gateway") == {A, B}
+    assert by("gateway", "--session", "20260102") == {B}
+    assert by("gateway", "--role", "user") == {A}
+    assert by("gateway", "--source", "telegram") == {B}
+    con = sqlite3.connect(store)
+    with con:
+        con.execute("UPDATE sessions SET archived = 1 WHERE id = ?", (A,))
+    con.close()
+    assert by("gateway") == {A, B}
+    assert by("gateway", "--no-archived") == {B}
+    assert "[archived]" in run("--db", str(store), "search", "deploy").stdout
+
+
+def test_search_leaves_tool_output_out_unless_include_tools(store: Path) -> None:
+    add_message(store, A, "tool", "zebra output", tool_name="terminal")
+    assert run_json("--db", str(store), "search", "zebra")[1]["count"] == 0
+    assert run_json("--db", str(store), "search", "zebra", "--include-tools")[1]["count"] == 1
+
+
+def test_search_newer_than_uses_session_activity(store: Path) -> None:
+    make_session(store, "20250101_100000_old00001", age_days=40, texts=("gateway long ago",))
+    ids = {r["session"]["id"] for r in
+           run_json("--db", str(store), "search", "gateway", "--newer-than", "30d")[1]["results"]}
+    assert ids == {A}
+    assert rows(store, "SELECT count(*) FROM sessions")[0][0] == 4
