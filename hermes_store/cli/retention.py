@@ -119,6 +119,8 @@ def run_verb(obj: Ctx, command: str, verb: Verb, *, where_of: Callable[[Connecti
     obj.confirm(f"{command} {plan.matched} sessions ({len(rows)} lineages)?", yes=yes)
     writer = open_engine(obj.db)
     result = run_write(writer, lambda c: verb(c, where_of(c), plan.ids, False), what=command)
+    # Restricted to the previewed ids, the real run sees none of the spared lineages.
+    result.spared = plan.spared
     obj.emit(command, {**result.as_dict(), "filter": description},
              f"{command}: {result.changed} sessions {past}")
 
