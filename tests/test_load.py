@@ -24,6 +24,7 @@ pytestmark = pytest.mark.slow
 # Large enough to see convoys and checkpoint starvation, small enough for CI on 2 cores.
 GATEWAY_MESSAGES = 150
 CLI_BURSTS, CLI_PER_BURST = 8, 10
+ONE_SHOT_CLIS = 4
 CRON_BURSTS, CRON_PER_BURST = 6, 15
 # Without checkpoints this volume leaves a WAL of about 38 MB (measured: every append writes
 # ~16 pages); SQLite's auto-checkpoint plus our PASSIVE one every 50 writes keep it near 4 MB.
@@ -45,9 +46,11 @@ def _run_mixed_load(db: Path, tmp: Path) -> tuple[list[dict], list[dict], int]:
     writers = [
         (rw.gateway_writer, ("gateway", GATEWAY_MESSAGES)),
         (rw.cli_writer, ("cli-a", CLI_BURSTS, CLI_PER_BURST)),
-        (rw.cli_writer, ("cli-b", CLI_BURSTS, CLI_PER_BURST)),
         (rw.cron_writer, ("nightly", CRON_BURSTS, CRON_PER_BURST)),
     ]
+    # Real CLI invocations: a process that opens the store, writes one session and exits while
+    # the others keep the file open (its exit closes its connections, as upstream's did).
+    writers += [(rw.cli_writer, (f"once-{n}", 1, CLI_PER_BURST)) for n in range(ONE_SHOT_CLIS)]
     procs, writer_reports, reader_reports = [], [], []
     for n, (target, args) in enumerate(writers):
         report = str(tmp / f"writer-{n}.json")
@@ -58,13 +61,17 @@ def _run_mixed_load(db: Path, tmp: Path) -> tuple[list[dict], list[dict], int]:
         report = str(tmp / f"reader-{n}.json")
         reader_reports.append(report)
         readers.append(ctx.Process(target=rw.reader, args=(str(db), str(stop), report)))
-    for p in procs + readers:
+    long_lived, one_shots = procs[:3], procs[3:]
+    for p in long_lived + readers:
         p.start()
     # The WAL is sampled while the load runs: a bound checked only at the end would miss growth
     # that a final checkpoint hides.
     peak_wal = 0
-    deadline = time.monotonic() + RUN_TIMEOUT_S
-    while any(p.is_alive() for p in procs) and time.monotonic() < deadline:
+    start = time.monotonic()
+    deadline = start + RUN_TIMEOUT_S
+    while (one_shots or any(p.is_alive() for p in procs)) and time.monotonic() < deadline:
+        if one_shots and time.monotonic() - start > 0.7 * (ONE_SHOT_CLIS - len(one_shots) + 1):
+            one_shots.pop(0).start()
         peak_wal = max(peak_wal, _wal_size(db))
         time.sleep(0.02)
     stop.touch()
@@ -108,7 +115,8 @@ def test_concurrent_appends_are_neither_lost_nor_doubled_and_counters_are_exact(
     head_db, writers = load_run.db, load_run.writers
 
     expected = Counter(c for w in writers for c in w["written"])
-    assert sum(expected.values()) == (GATEWAY_MESSAGES + 2 * CLI_BURSTS * CLI_PER_BURST
+    assert sum(expected.values()) == (GATEWAY_MESSAGES
+                                      + (CLI_BURSTS + ONE_SHOT_CLIS) * CLI_PER_BURST
                                       + CRON_BURSTS * CRON_PER_BURST)
     con = sqlite3.connect(head_db)
     try:
@@ -120,7 +128,7 @@ def test_concurrent_appends_are_neither_lost_nor_doubled_and_counters_are_exact(
         con.close()
     assert stored == expected  # nothing lost, nothing doubled
     assert counters == {sid: rows.get(sid, 0) for sid in counters}
-    assert len(counters) == 1 + 2 * CLI_BURSTS + CRON_BURSTS
+    assert len(counters) == 1 + CLI_BURSTS + ONE_SHOT_CLIS + CRON_BURSTS
     assert integrity == "ok"
 
 
