@@ -253,3 +253,29 @@ def hold_write_lock_then_commit(path: str, seconds: float, ready_file: str) -> N
         time.sleep(seconds)
 
     eng.run_write(engine, unit)
+
+
+def repair_and_die(path: str) -> None:
+    """Run ``repair`` and SIGKILL ourselves inside its fix transaction, after the indexes were
+    rebuilt but before the commit."""
+    from hermes_store import maintenance, recovery
+
+    original = maintenance.rebuild_indexes
+
+    def dying(conn: Connection) -> None:
+        original(conn)
+        kill_self()
+
+    maintenance.rebuild_indexes = dying  # type: ignore[assignment]
+    recovery.repair_store(path)
+
+
+def recover_and_die(source: str, output: str) -> None:
+    """Run ``recover`` and SIGKILL ourselves once it has copied the first chunk of messages."""
+    from hermes_store import salvage
+
+    def progress(table: str, done: int, total: int) -> None:
+        if table == "messages":
+            kill_self()
+
+    salvage.recover_store(source, output, progress=progress, chunk_size=50)

@@ -478,3 +478,37 @@ def test_a_full_disk_during_optimize_storage_is_a_clear_error_and_a_rerun_finish
     assert _fts_backlog(path) == {}
     assert _pairs(path, "SELECT id, content FROM messages") == contents_before
     _indexed_exactly_once(path)
+
+
+# --------------------------------------------------------------------------- killed repair
+
+
+def test_repair_killed_inside_its_fix_leaves_the_store_as_it_was_and_a_rerun_heals_it(
+        store: Path) -> None:
+    from hermes_store import recovery
+
+    engine = eng.open_engine(store)
+    for i in range(30):
+        rw.append(engine, "s1", f"encapsulation note {i}")
+    eng.dispose_all()
+    con = _connect(store)
+    con.execute("UPDATE messages_fts_data SET block = randomblob(length(block)) WHERE id > 10")
+    con.commit()
+    con.close()
+    contents_before = _contents(store)
+
+    child = SPAWN.Process(target=rw.repair_and_die, args=(str(store),))
+    child.start()
+    child.join(timeout=120)
+    assert child.exitcode == -signal.SIGKILL
+
+    assert _integrity(store) == "ok"
+    assert _contents(store) == contents_before
+    assert list(store.parent.glob("*repair*"))  # the backup was taken before any fix
+    report = recovery.repair_store(store)
+    assert report.healthy, report.to_dict()
+    eng.dispose_all()
+    _fts_integrity_ok(store)
+    with SessionDB(store) as db:
+        assert len(db.search_messages("encapsulation", limit=100)) == 30
+    _counters_match_rows(store)
