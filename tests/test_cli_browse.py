@@ -189,10 +189,13 @@ def test_search_filters_by_session_role_source_and_archived(store: Path) -> None
     assert "[archived]" in run("--db", str(store), "search", "deploy").stdout
 
 
-def test_search_leaves_tool_output_out_unless_include_tools(store: Path) -> None:
+def test_include_tools_finds_words_beyond_the_indexed_tool_prefix(store: Path) -> None:
     add_message(store, A, "tool", "zebra output", tool_name="terminal")
-    assert run_json("--db", str(store), "search", "zebra")[1]["count"] == 0
-    assert run_json("--db", str(store), "search", "zebra", "--include-tools")[1]["count"] == 1
+    add_message(store, A, "tool", "y " * 6000 + "okapi", tool_name="terminal")
+    assert run_json("--db", str(store), "search", "zebra")[1]["count"] == 1
+    assert run_json("--db", str(store), "search", "okapi")[1]["count"] == 0
+    _, doc = run_json("--db", str(store), "search", "okapi", "--include-tools")
+    assert doc["count"] == 1 and doc["results"][0]["hits"][0]["role"] == "tool"
 
 
 def test_search_newer_than_uses_session_activity(store: Path) -> None:

@@ -134,8 +134,8 @@ def _fail(ctx: click.Context, err: HermesStoreError) -> NoReturn:
     else:
         click.echo(f"error: {err}", err=True)
         for row in rows or []:
-            click.echo(f"  {row['id']}  {when(row.get('last_active'))}  {row.get('title') or ''}",
-                       err=True)
+            click.echo(f"  {row['id']}  {when(row.get('last_active_raw'))}  "
+                       f"{row.get('title') or ''}", err=True)
     ctx.exit(err.exit_code)
 
 
@@ -268,7 +268,8 @@ def resolve_session(conn: Connection, ref: str) -> str:
                         .where(lineage.sessions.c.id.in_(found[:MAX_CANDIDATES]))
                         .order_by(lineage.sessions.c.id)).mappings()
     err.candidate_rows = [{"id": r["id"], "title": r["title"],  # type: ignore[attr-defined]
-                           "last_active": r["last_active"]} for r in rows]
+                           "last_active": iso(r["last_active"]),
+                           "last_active_raw": r["last_active"]} for r in rows]
     raise err
 
 

@@ -242,7 +242,8 @@ def raise_not_found(ref: str) -> None:
               type=click.Choice(["user", "assistant", "tool", "system"]), help="Only these roles.")
 @click.option("--newer-than", default=None, metavar="AGE", help="Sessions active since AGE/TIME.")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--include-tools", is_flag=True, help="Tool results too (indexed 8 KiB prefix).")
+@click.option("--include-tools", is_flag=True,
+              help="Also search whole tool outputs (the index holds their first 8 KiB).")
 @click.option("--no-archived", is_flag=True, help="Leave archived sessions out.")
 @click.pass_obj
 def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
@@ -260,7 +261,10 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
     """
     text = " ".join(query)
     flt = SessionFilter(newer_than=newer_than)
-    role_filter = list(roles) or (None if include_tools else ["user", "assistant", "system"])
+    role_filter = list(roles) or None
+    # Tool rows are indexed up to an 8 KiB prefix; role 'tool' makes the library search their
+    # full bodies with LIKE, bounded by the same page size and the same filters.
+    tool_pass = include_tools and (not roles or "tool" in roles)
     engine = open_read(obj)
     hits: list[dict[str, Any]] = []
     meta: dict[str, dict[str, Any]] = {}
@@ -272,6 +276,12 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
                 scope = set(StoreReader.reflect(conn).lineage_ids(sid))
             hits, meta = _search(conn, text, list(sources) or None, role_filter, limit,
                                  scope, flt, no_archived)
+            if tool_pass and len(hits) < limit:
+                seen = {h["id"] for h in hits}
+                more, extra = _search(conn, text, list(sources) or None, ["tool"], limit,
+                                      scope, flt, no_archived)
+                hits += [h for h in more if h["id"] not in seen][:limit - len(hits)]
+                meta.update(extra)
     groups: dict[str, list[dict[str, Any]]] = {}
     for hit in hits:
         groups.setdefault(hit["session_id"], []).append(hit)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -15,6 +16,7 @@ from .app import Ctx, main, open_read, open_write, resolve_all, when
 
 _s = lineage.sessions
 _m = lineage.messages
+NOTHING_SPARED = dataclasses.asdict(retention.Spared())
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
@@ -118,7 +120,8 @@ def rename(obj: Ctx, session: str, words: tuple[str, ...]) -> None:
     if holder is not None:
         raise TitleInUseError(f"title {title!r} is already used by session {holder}")
     obj.emit("rename", {"id": sid, "title": title, "dry_run": False, "matched": 1,
-                        "changed": 1, "ids": [sid]}, f"{sid}: {title}")
+                        "changed": 1, "ids": [sid], "spared": NOTHING_SPARED},
+             f"{sid}: {title}")
 
 
 # --------------------------------------------------------------------------- delete
@@ -184,7 +187,7 @@ def delete(obj: Ctx, sessions_: tuple[str, ...], keep_children: bool, force: boo
     payload = {"dry_run": dry_run, "matched": len(plan["doomed"]), "ids": plan["doomed"],
                "detached": plan["children"] if keep_children else [],
                "messages": sum(rows[s].messages for s in plan["doomed"]),
-               "spared": {"pinned": 0, "archived": 0, "open": 0, "busy": 0, "lineage": 0}}
+               "spared": NOTHING_SPARED}
     if dry_run:
         obj.emit("delete", {**payload, "changed": 0},
                  f"would delete {len(plan['doomed'])} sessions, {payload['messages']} messages")
