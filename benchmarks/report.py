@@ -1,9 +1,10 @@
 """Turn a pytest-benchmark JSON into the README table (markdown) and a PNG chart of ratios.
 
-    python -m benchmarks.report benchmarks/results/latest.json [--out benchmarks/results]
+    python -m benchmarks.report RESULTS.json [MORE.json ...] [--out benchmarks/results]
 
-Latencies use each benchmark's minimum: the least-disturbed run is the best estimate of the
-cost itself on a shared machine. Every figure is reported as a ratio to a baseline.
+Latencies use each benchmark's minimum (over all the result files given): the least-disturbed
+run is the best estimate of the cost itself on a shared machine. Every figure is reported as a
+ratio to a baseline.
 """
 
 from __future__ import annotations
@@ -21,16 +22,17 @@ CJK_TARGET = 20.0
 SIZE_TARGET = 0.35
 
 
-def load(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """``{(kind, layout): {"min": seconds, "extra": extra_info}}``."""
-    data = json.loads(path.read_text())
-    out = {}
-    for bench in data["benchmarks"]:
-        extra = bench.get("extra_info", {})
-        if "kind" in extra and "layout" in extra:
-            out[(extra["kind"], extra["layout"])] = {"min": bench["stats"]["min"],
-                                                      "median": bench["stats"]["median"],
-                                                      "extra": extra}
+def load(paths: list[Path]) -> dict[tuple[str, str], dict[str, Any]]:
+    """``{(kind, layout): {"min": seconds, "extra": extra_info}}``, minima over all files."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for path in paths:
+        for bench in json.loads(path.read_text())["benchmarks"]:
+            extra = bench.get("extra_info", {})
+            if "kind" not in extra or "layout" not in extra:
+                continue
+            key = (extra["kind"], extra["layout"])
+            if key not in out or bench["stats"]["min"] < out[key]["min"]:
+                out[key] = {"min": bench["stats"]["min"], "extra": extra}
     return out
 
 
@@ -58,7 +60,8 @@ def markdown(fig: dict[str, Any]) -> str:
     size_ratio = st["head_bytes"] / st["inline_bytes"]
     lines = [
         f"Corpus: {st['messages']:,} messages, {st['text_bytes'] / 1e6:.0f} MB of text "
-        "(English and CJK prose, tool outputs 300 B-100 kB, tool-call JSON).",
+        "(English and CJK prose, tool outputs 300 B-100 kB, tool-call JSON); "
+        f"minima over {fig.get('runs', 1)} run(s).",
         "",
         "| figure | result | target |",
         "|---|---|---|",
@@ -118,10 +121,11 @@ def chart(fig: dict[str, Any], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("results", type=Path)
+    parser.add_argument("results", type=Path, nargs="+")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
     fig = figures(load(args.results))
+    fig["runs"] = len(args.results)
     args.out.mkdir(parents=True, exist_ok=True)
     table = markdown(fig)
     (args.out / "figures.md").write_text(table)

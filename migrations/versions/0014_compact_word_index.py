@@ -91,6 +91,7 @@ BEGIN
 END""",
 ]
 
+
 BACKFILL = """
 INSERT INTO messages_fts (rowid, content, tool_name, tool_calls)
 SELECT id, content, tool_name, tool_calls FROM messages_fts_src"""

@@ -95,6 +95,7 @@ def _has_trigram() -> bool:
     bind.exec_driver_sql("DROP TABLE temp.trigram_probe")
     return True
 
+
 BACKFILL = """
 INSERT INTO messages_fts_trigram (rowid, content, tool_name)
 SELECT id, content, tool_name FROM messages_fts_trigram_src"""
