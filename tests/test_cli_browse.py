@@ -204,3 +204,19 @@ def test_search_newer_than_uses_session_activity(store: Path) -> None:
            run_json("--db", str(store), "search", "gateway", "--newer-than", "30d")[1]["results"]}
     assert ids == {A}
     assert rows(store, "SELECT count(*) FROM sessions")[0][0] == 4
+
+
+def test_list_age_filters_use_the_activity_of_the_whole_lineage(head_db: Path) -> None:
+    root = make_session(head_db, "20260201_100000_root0001", age_days=30, end_reason="compression",
+                        texts=("first half",))
+    tip = make_session(head_db, "20260201_110000_tip00002", age_days=1, parent=root,
+                       texts=("second half",))
+    con = sqlite3.connect(head_db)
+    with con:
+        con.execute("UPDATE sessions SET started_at = (SELECT ended_at FROM sessions "
+                    "WHERE id = ?) WHERE id = ?", (root, tip))
+    con.close()
+    _, doc = run_json("--db", str(head_db), "list", "--newer-than", "7d")
+    assert [s["id"] for s in doc["sessions"]] == [tip]
+    _, doc = run_json("--db", str(head_db), "list", "--older-than", "7d")
+    assert doc["sessions"] == []

@@ -24,7 +24,8 @@ from typing import Any, NoReturn
 import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
-from sqlalchemy import ColumnElement, Connection, Engine, MetaData, Table, select
+from sqlalchemy import (ColumnElement, Connection, Engine, MetaData, Table, func,
+                        literal_column, select)
 
 from .. import __version__, lineage, migrate, sessions, stats
 from ..engine import open_engine
@@ -327,14 +328,30 @@ def filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                         help="Source (exact); repeat for several.")(wrapper)
 
 
-def filter_clause(conn: Connection, flt: SessionFilter) -> ColumnElement[bool] | None:
+def filter_clause(conn: Connection, flt: SessionFilter, *,
+                  by_lineage: bool = False) -> ColumnElement[bool] | None:
     """``sessions.id IN (…)`` for the filter, evaluated on the live table (adopted stores may
-    carry ``chat_id``/``chat_type``) with the shared last-activity expression; None if empty."""
+    carry ``chat_id``/``chat_type``) with the shared last-activity expression; None if empty.
+
+    ``by_lineage``: a lineage root's activity is the newest over all its segments (``list``
+    shows roots projected onto their tips)."""
     if flt.is_empty:
         return None
     live = Table("sessions", MetaData(), autoload_with=conn).alias("flt")
-    clause = flt.where(lineage.last_activity(live, flt.now), table=live)  # type: ignore[arg-type]
-    return lineage.sessions.c.id.in_(select(live.c.id).where(clause))
+    activity = lineage.last_activity(live, flt.now)
+    if by_lineage:
+        chain = lineage.lineage_activity(now=flt.now).subquery("chain")
+        activity = func.coalesce(select(chain.c.last_active)
+                                 .where(chain.c.root_id == live.c.id).scalar_subquery(),
+                                 activity)
+    clause = flt.where(activity, table=live)  # type: ignore[arg-type]
+    matching = select(live.c.id).where(clause)
+    if by_lineage:
+        # The listing query has its own lineage CTE of the same name: resolve the ids first
+        # and pass them as one JSON parameter.
+        ids = json.dumps(list(conn.execute(matching).scalars()))
+        matching = select(literal_column("value")).select_from(func.json_each(ids))
+    return lineage.sessions.c.id.in_(matching)
 
 
 # --------------------------------------------------------------------------- group

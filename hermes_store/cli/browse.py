@@ -56,7 +56,7 @@ def list_cmd(obj: Ctx, flt: SessionFilter, limit: int, show_all: bool, archived:
     rows: list[dict[str, Any]] = []
     if engine is not None:
         with reading(engine) as conn:
-            clauses = [c for c in (filter_clause(conn, flt),) if c is not None]
+            clauses = [c for c in (filter_clause(conn, flt, by_lineage=True),) if c is not None]
             if archived:
                 clauses.append(_s.c.archived != 0)
             elif not show_all:
