@@ -227,3 +227,9 @@ def test_delete_takes_the_lineage_and_children_unless_keep_children(head_db: Pat
     assert doc["ids"] == [root, tip, child]
     run("--db", str(head_db), "delete", tip, "--yes", "--keep-children")
     assert ids(head_db) == {child} and flag(head_db, child, "parent_session_id") is None
+
+
+def test_delete_refuses_a_session_in_a_live_turn(head_db: Path) -> None:
+    live = make_session(head_db, "20260601_100000_live0001", age_days=0, ended=False)
+    result = run("--db", str(head_db), "delete", live, "--yes")
+    assert result.exit_code == 5 and live in ids(head_db)

@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 from cli_support import make_session, rows, run, run_json, sha256
 
+from click.testing import CliRunner
+
 from hermes_store import migrate
+from hermes_store.cli import app, main
 from hermes_store.export_documents import verify_markdown
 
 A = "20260101_100000_aaaa1111"
@@ -199,3 +202,18 @@ def test_import_into_a_store_behind_the_code_exits_6(legacy_db, tmp_path: Path) 
     before = sha256(path)
     assert run("--db", str(path), "import", str(claude_log(tmp_path))).exit_code == 6
     assert sha256(path) == before and migrate.status(path).state == "legacy"
+
+
+def test_import_on_a_terminal_offers_a_picker(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex"))
+    claude_log(tmp_path / "claude")
+    claude_log(tmp_path / "claude", "1b1c2d3e-4f50-6172-8394-a5b6c7d8e9f1")
+    monkeypatch.setattr(app, "stdin_is_tty", lambda: True)
+    db = tmp_path / "picked.db"
+    result = CliRunner().invoke(main, ["--db", str(db), "import"], input="\n")
+    assert result.exit_code == 1 and "Nothing changed." in result.stderr and not db.exists()
+    result = CliRunner().invoke(main, ["--db", str(db), "import"], input="2\n")
+    assert result.exit_code == 0, result.output
+    assert rows(db, "SELECT count(*) FROM sessions") == [(1,)]

@@ -73,6 +73,10 @@ class Ctx:
         if not self.quiet:
             click.echo(text, err=True)
 
+    @staticmethod
+    def interactive() -> bool:
+        return stdin_is_tty()
+
     def confirm(self, question: str, *, yes: bool) -> None:
         """Ask ``[y/N]`` on stderr. Without a TTY and without ``--yes``: exit 2, never block.
         Declined: "Nothing changed." and exit 1."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
 from typing import Any
 
 import click
@@ -11,7 +12,7 @@ from sqlalchemy import Connection, func, select
 
 from .. import lineage, retention, sessions, titles
 from ..engine import reading, run_write
-from ..errors import HermesStoreError, UsageError
+from ..errors import HermesStoreError, StoreBusyError, UsageError
 from .app import Ctx, main, open_read, open_write, resolve_all, when
 
 _s = lineage.sessions
@@ -143,8 +144,11 @@ def _delete_plan(conn: Connection, ids: list[str], keep_children: bool) -> dict[
                lineage.last_activity(_s).label("last_active"),
                select(func.count()).where(_m.c.session_id == _s.c.id).scalar_subquery()
                .label("messages")).where(_s.c.id.in_(segments + below)))}
+    busy_since = time.time() - retention.DEFAULT_BUSY_WINDOW_S
     return {"segments": segments, "children": below, "doomed": doomed, "rows": rows,
-            "pinned": [sid for sid in doomed if rows[sid].pinned]}
+            "pinned": [sid for sid in doomed if rows[sid].pinned],
+            "busy": [sid for sid in doomed if rows[sid].ended_at is None
+                     and (rows[sid].last_active or 0) > busy_since]}
 
 
 @main.command()
@@ -180,6 +184,9 @@ def delete(obj: Ctx, sessions_: tuple[str, ...], keep_children: bool, force: boo
                 fate = "detached" if label == "child" and keep_children else "deleted"
                 echo(f"  {label:<8} {sid}  {r.messages} msgs  {when(r.last_active)}  "
                      f"{'PINNED ' if r.pinned else ''}{r.title or ''}  -> {fate}")
+    if plan["busy"] and not dry_run:
+        raise StoreBusyError(f"{', '.join(plan['busy'])} wrote in the last minute and may be in "
+                             "a live turn; end it (or wait) and try again")
     if plan["pinned"]:
         obj.note(f"warning: {len(plan['pinned'])} pinned: {', '.join(plan['pinned'])}")
         if not force and not dry_run:

@@ -15,7 +15,7 @@ from ..engine import open_engine, reading
 from ..errors import UsageError
 from ..filters import SessionFilter, parse_time
 from .app import (Ctx, filter_clause, filter_options, main, open_read, require_head,
-                  resolve_all, size, stdin_is_tty, tip_of)
+                  resolve_all, size, tip_of)
 
 _s = lineage.sessions
 DISCOVERABLE = ("claude", "codex")
@@ -244,7 +244,7 @@ def import_cmd(obj: Ctx, paths: tuple[Path, ...], kind: str | None, import_all: 
             return
         if import_all:
             files = found
-        elif stdin_is_tty():
+        elif obj.interactive():
             files = _pick(obj, found)
         else:
             for path in found:
