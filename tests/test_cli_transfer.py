@@ -187,6 +187,8 @@ def test_a_failed_file_gives_exit_8_with_a_per_file_summary(head_db: Path, tmp_p
     assert result.exit_code == 8
     assert f"{bad} (?): failed" in result.stderr and f"{good} (claude): imported" in result.stderr
     assert rows(head_db, "SELECT count(*) FROM sessions") == [(1,)]
+    code, doc = run_json("--db", str(head_db), "import", str(bad))
+    assert code == 8 and doc["ok"] is False and doc["error"]["failed"] == [str(bad)]
 
 
 def test_import_dry_run_writes_nothing(head_db: Path, tmp_path: Path) -> None:

@@ -312,6 +312,8 @@ _FILTER_FLAGS: tuple[tuple[str, str, Any, str], ...] = (
     ("--min-tool-calls", "min_tool_calls", click.IntRange(min=0), "At least N tool calls."),
     ("--max-tool-calls", "max_tool_calls", click.IntRange(min=0), "At most N tool calls."),
 )
+_METAVARS = {"older_than": "AGE", "newer_than": "AGE", "before": "TIME", "after": "TIME",
+             "cwd": "PATH", "workspace": "NEEDLE"}
 FILTER_KEYS = tuple(key for _, key, _, _ in _FILTER_FLAGS) + ("sources",)
 
 
@@ -327,8 +329,10 @@ def filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         return fn(*args, **kwargs)
 
     for flag, key, kind, text in reversed(_FILTER_FLAGS):
-        wrapper = click.option(flag, key, type=kind, default=None, help=text)(wrapper)
-    return click.option("--source", "sources", multiple=True,
+        metavar = _METAVARS.get(key) or ("N" if kind is not str else "TEXT")
+        wrapper = click.option(flag, key, type=kind, default=None, metavar=metavar,
+                               help=text)(wrapper)
+    return click.option("--source", "sources", multiple=True, metavar="SOURCE",
                         help="Source (exact); repeat for several.")(wrapper)
 
 

@@ -262,6 +262,10 @@ def import_cmd(obj: Ctx, paths: tuple[Path, ...], kind: str | None, import_all: 
                "messages_imported": result.messages_imported,
                "malformed_lines": result.malformed_lines, "failed": len(result.failed),
                "files": [dataclasses.asdict(f) for f in result.files]}
+    if result.failed:
+        payload["error"] = {"code": "partial", "message": f"{len(result.failed)} of "
+                            f"{len(result.files)} files failed", "failed": [
+                                f.path for f in result.failed]}
     verb = "would import" if dry_run else "imported"
     obj.emit("import", payload,
              f"{verb} {result.sessions_imported:,} sessions, {result.messages_imported:,} "
