@@ -129,7 +129,8 @@ def test_orphan_fts_shadow_tables_are_dropped_by_upgrade(legacy_db) -> None:
     path = legacy_db(6)
     con = sqlite3.connect(path)
     con.execute("CREATE TABLE messages_fts_trigram_data(id INTEGER PRIMARY KEY, block BLOB)")
-    con.execute("CREATE TABLE messages_fts_trigram_idx(segid, term, pgno, PRIMARY KEY(segid, term))")
+    con.execute("CREATE TABLE messages_fts_trigram_idx(segid, term, pgno, "
+                "PRIMARY KEY(segid, term))")
     con.execute("CREATE TABLE messages_fts_trigram_config(k PRIMARY KEY, v)")
     con.execute("INSERT INTO messages_fts_trigram_data VALUES (1, x'00')")
     con.commit()

@@ -160,7 +160,7 @@ def downgrade():
 
 @pytest.fixture
 def stalling(tmp_path: Path) -> tuple[str, Path, Path]:
-    """A copy of the migrations plus one revision that stalls (to be killed) while ``stall`` exists."""
+    """The migrations plus one revision that stalls (to be killed) while ``stall`` exists."""
     location = tmp_path / "migrations"
     shutil.copytree(migrate.script_location(), location,
                     ignore=shutil.ignore_patterns("__pycache__"))
@@ -300,7 +300,7 @@ def test_a_full_disk_during_upgrade_leaves_the_legacy_store_as_it_was(legacy_db)
     assert migrate.upgrade(path).state == "up-to-date"
 
 
-# --------------------------------------------------------------------------- killed optimize_storage
+# ------------------------------------------------------------------------- killed optimize_storage
 
 
 def _fts_backlog(path: Path) -> dict[str, str]:
