@@ -125,3 +125,27 @@ def test_every_export_format_works_on_every_upgraded_fixture(upgraded, tmp_path:
                  ["export", f"{tmp_path}/trace/", "--format", "trace", "--source", "cli"]):
         code, doc = run_json(*db, *args)
         assert code == 0 and doc["sessions"] > 0, (args, doc)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_changing_command_works_on_every_upgraded_fixture(upgraded, version: int) -> None:
+    path = upgraded(version)
+    db = ("--db", str(path))
+    _, listing = run_json(*db, "list", "--all", "--limit", "100")
+    ended = [s["id"] for s in listing["sessions"] if s["ended_at"] and not s["pinned"]]
+    first, second = ended[0], ended[1]
+    steps: list[list[str]] = [
+        ["pin", first], ["unpin", first], ["rename", first, "Renamed", "by", "test"],
+        ["archive", second, "--yes"], ["unarchive", second],
+        ["close", "--older-than", "1s", "--yes"],
+        ["delete", second, "--yes", "--keep-children"],
+        ["prune", "--older-than", "1s", "--yes"],
+        ["optimize-storage", "--yes"], ["optimize"], ["repair", "--check-only"],
+    ]
+    for args in steps:
+        code, doc = run_json(*db, *args)
+        assert code == 0, (args, doc)
+        assert doc["ok"] is True
+    _, after = run_json(*db, "list", "--all", "--limit", "100")
+    assert second not in {s["id"] for s in after["sessions"]}
+    assert after["count"] < listing["count"]
