@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 from sqlalchemy import event
 
-import reliability_workers as rw
 from hermes_store import SessionDB, migrate, recovery
 from hermes_store import engine as eng
 from hermes_store.errors import StoreDamagedError, StoreReplacedError
@@ -243,26 +242,28 @@ def test_search_stays_complete_when_an_index_is_missing_altogether(loaded_store:
 
 
 def test_a_store_deleted_under_a_running_writer_refuses_the_write(loaded_store: Path) -> None:
-    engine = eng.open_engine(loaded_store)
-    rw.create_session(engine, "live", "cli")
-    rw.append(engine, "live", "saved")
-    os.unlink(loaded_store)  # SQLite in WAL mode would keep "committing" into the unlinked inode
+    with SessionDB(loaded_store) as db:
+        db.create_session("live", "telegram")
+        db.append_message("live", "user", "saved")
+        os.unlink(loaded_store)  # in WAL mode SQLite keeps "committing" into the unlinked inode
 
-    with pytest.raises(StoreReplacedError, match="deleted or replaced") as info:
-        rw.append(engine, "live", "would be lost")
-    assert isinstance(info.value, sqlite3.OperationalError)
+        with pytest.raises(StoreReplacedError, match="deleted or replaced") as info:
+            db.append_message("live", "assistant", "would be lost")
+        assert isinstance(info.value, sqlite3.OperationalError)  # what v11 callers catch
+        with pytest.raises(StoreReplacedError):
+            db.create_session("next", "telegram")
 
 
 def test_a_store_replaced_under_a_running_writer_refuses_the_write(loaded_store: Path,
                                                                    tmp_path: Path) -> None:
-    engine = eng.open_engine(loaded_store)
-    rw.create_session(engine, "live", "cli")
-    replacement = tmp_path / "restored.db"
-    shutil.copy(loaded_store, replacement)
-    os.replace(replacement, loaded_store)  # e.g. a backup restored over the live file
+    with SessionDB(loaded_store) as db:
+        db.create_session("live", "cli")
+        replacement = tmp_path / "restored.db"
+        shutil.copy(loaded_store, replacement)
+        os.replace(replacement, loaded_store)  # e.g. a backup restored over the live file
 
-    with pytest.raises(StoreReplacedError):
-        rw.append(engine, "live", "would go to the old inode")
+        with pytest.raises(StoreReplacedError):
+            db.append_message("live", "user", "would go to the old inode")
     eng.dispose_all()
     con = sqlite3.connect(loaded_store)
     try:
@@ -270,22 +271,20 @@ def test_a_store_replaced_under_a_running_writer_refuses_the_write(loaded_store:
                            "inode'").fetchone()[0] == 0
     finally:
         con.close()
+    with SessionDB(loaded_store) as db:  # a new process opens the file that is there now
+        db.append_message("live", "user", "saved in the restored file")
+        assert db.get_session("live")["message_count"] == 1
 
 
 def test_a_store_that_became_read_only_raises_on_append_and_keeps_no_row(
         loaded_store: Path) -> None:
-    engine = eng.open_engine(loaded_store)
-    rw.create_session(engine, "live", "cli")
-    engine.dispose()
-    # Root ignores file modes, so the "read-only medium" is simulated on the connection.
-    event.listen(engine, "connect", lambda dbapi, _rec: dbapi.execute("PRAGMA query_only=ON"))
-
-    with pytest.raises(sqlite3.OperationalError, match="readonly"):
-        rw.append(engine, "live", "not saved")
-    eng.dispose_all()
-    con = sqlite3.connect(loaded_store)
-    try:
-        assert con.execute("SELECT count(*), (SELECT message_count FROM sessions WHERE id = 'live')"
-                           " FROM messages WHERE session_id = 'live'").fetchone() == (0, 0)
-    finally:
-        con.close()
+    with SessionDB(loaded_store) as db:
+        db.create_session("live", "cli")
+        db.engine.dispose()
+        # Root ignores file modes, so the read-only medium is simulated on the connection.
+        event.listen(db.engine, "connect",
+                     lambda dbapi, _rec: dbapi.execute("PRAGMA query_only=ON"))
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            db.append_message("live", "user", "not saved")
+        assert db.get_messages("live") == []
+        assert db.get_session("live")["message_count"] == 0
