@@ -55,7 +55,10 @@ def test_list_hides_archived_unless_asked(store: Path) -> None:
 
 def test_list_filters_by_source_activity_pinned_and_open(store: Path) -> None:
     make_session(store, "20260105_100000_dddd5555", ended=False, age_days=10)
-    ids = lambda *a: [s["id"] for s in run_json("--db", str(store), "list", *a)[1]["sessions"]]  # noqa: E731
+
+    def ids(*args: str) -> list[str]:
+        return [s["id"] for s in run_json("--db", str(store), "list", *args)[1]["sessions"]]
+
     assert ids("--source", "telegram") == [B]
     assert ids("--newer-than", "36h") == [B]
     assert ids("--older-than", "5d") == ["20260105_100000_dddd5555"]
@@ -175,7 +178,11 @@ def test_search_never_shows_an_fts_syntax_error(store: Path) -> None:
 
 def test_search_filters_by_session_role_source_and_archived(store: Path) -> None:
     add_message(store, B, "assistant", "gateway in telegram")
-    by = lambda *a: {r["session"]["id"] for r in run_json("--db", str(store), "search", *a)[1]["results"]}  # noqa: E731
+
+    def by(*args: str) -> set[str]:
+        found = run_json("--db", str(store), "search", *args)[1]["results"]
+        return {r["session"]["id"] for r in found}
+
     assert by("gateway") == {A, B}
     assert by("gateway", "--session", "20260102") == {B}
     assert by("gateway", "--role", "user") == {A}

@@ -1,7 +1,7 @@
 """The operator's whole path on real legacy stores, and every command on every legacy fixture.
 
-upgrade → stats → search → export jsonl → import into a new file → same sessions and messages →
-prune --dry-run changes nothing → optimize → repair --check-only.
+upgrade → stats → search → export jsonl → import into a new file → same sessions and
+messages → prune --dry-run changes nothing → optimize → repair --check-only.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, and_, select
 
 from .. import lineage, queries, search
 from ..engine import reading
+from ..errors import SessionNotFoundError
 from ..export_reader import StoreReader, content_text
 from ..filters import SessionFilter
 from .app import (Ctx, filter_clause, filter_options, iso, main, open_read, out_console,
@@ -162,7 +163,7 @@ def show(obj: Ctx, session: str, tail: int | None, full: bool, include_compacted
     """
     engine = open_read(obj)
     if engine is None:
-        raise_not_found(session)
+        raise SessionNotFoundError(session)
     with reading(engine) as conn:
         sid = resolve_session(conn, session)
         tip_id = tip_of(conn, sid)
@@ -222,12 +223,6 @@ def show(obj: Ctx, session: str, tail: int | None, full: bool, include_compacted
                 con.print(line, markup=False)
 
     obj.emit("show", {"session": item, "messages": out_msgs}, render)
-
-
-def raise_not_found(ref: str) -> None:
-    from ..errors import SessionNotFoundError
-
-    raise SessionNotFoundError(ref)
 
 
 # --------------------------------------------------------------------------- search

@@ -1,4 +1,4 @@
-"""Health and upkeep: ``stats``, ``doctor``, ``optimize`` and ``optimize-storage`` (§3.2, §3.4)."""
+"""Health and upkeep: ``stats``, ``doctor``, ``optimize``, ``optimize-storage`` (§3.2, §3.4)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,8 @@ def _render_stats(st: stats.StoreStats) -> None:
         for item in st.space.items:
             table.add_row(item.name, item.kind, item.table, size(item.bytes))
         con.print(table)
-        con.print(f"FTS share {st.space.fts_share or 0:.0%} of the file ({size(st.space.fts_bytes)})")
+        con.print(f"FTS share {st.space.fts_share or 0:.0%} of the file "
+                  f"({size(st.space.fts_bytes)})")
     else:
         con.print(st.space.note or "per-table sizes unavailable")
     layout = st.layout

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import click
-from sqlalchemy import Connection, and_, select
+from sqlalchemy import Connection, Engine, and_, select
 
 from .. import exporters, importers, importing, lineage, migrate
 from ..engine import open_engine, reading
@@ -185,7 +185,7 @@ def _pick(obj: Ctx, files: list[Path]) -> list[Path]:
     return list(dict.fromkeys(chosen))
 
 
-def _import_engine(obj: Ctx) -> Any:
+def _import_engine(obj: Ctx) -> Engine:
     """The target store; a missing or empty one is created at head (nothing to migrate)."""
     st = migrate.status(obj.db)
     if st.state in ("missing", "empty"):
