@@ -170,8 +170,23 @@ def _set_wal(dbapi: sqlite3.Connection, path: str) -> None:
         dbapi.execute("PRAGMA journal_mode=DELETE")
 
 
+class UndecodableText(str):
+    """Stored text that is not valid UTF-8: reads as replacement characters, keeps ``raw``.
+
+    Readers that must be lossless (the jsonl backup) export ``raw``; everything else just sees
+    a string.
+    """
+
+    raw: bytes
+
+
 def _decode_text(raw: bytes) -> str:
-    return raw.decode("utf-8", "replace")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = UndecodableText(raw.decode("utf-8", "replace"))
+        text.raw = raw
+        return text
 
 
 def _connect_factory(path: str, readonly: bool) -> Callable[[], sqlite3.Connection]:

@@ -4,7 +4,7 @@ Exports read through a caller-owned :class:`~sqlalchemy.Connection` with Core se
 *reflected* ``sessions``/``messages`` tables, so the columns an adopted upstream store has and the
 models do not (``handoff_state``, ``chat_id``…) are carried too. Messages come in keyset pages of
 :data:`MESSAGE_PAGE` rows, so memory stays bounded however long a session is (lessons.md §9: a
-300k-message export must not load gigabytes). A cell SQLite cannot decode (bad UTF-8 in TEXT) is
+300k-message export must not load gigabytes). A cell that is not valid UTF-8 (bad bytes in TEXT) is
 returned as its raw ``bytes`` instead of failing the row.
 """
 
@@ -19,12 +19,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import (
-    Connection, Engine, LargeBinary, MetaData, Select, Table, and_, case, cast, exc, func, select,
-    type_coerce,
+    Connection, Engine, MetaData, Select, Table, and_, func, select,
 )
-from sqlalchemy.types import NullType
 
-from hermes_store.engine import reading
+from hermes_store.engine import UndecodableText, reading
 from hermes_store.fts import MULTIMODAL_PREFIX
 
 __all__ = [
@@ -222,36 +220,6 @@ class StoreReader:
         query: Select[Any] = select(table).where(cond).order_by(key)
         if limit is not None:
             query = query.limit(limit)
-        try:
-            return [dict(r) for r in self._c.execute(query).mappings()]
-        except exc.OperationalError as err:
-            if "decode" not in str(err).lower():
-                raise
-        # Some cell is not valid UTF-8: fetch the keys, then each row, degrading only bad cells.
-        key_query = select(key).where(cond).order_by(key)
-        if limit is not None:
-            key_query = key_query.limit(limit)
-        out = []
-        for k in list(self._c.scalars(key_query)):
-            try:
-                row = self._c.execute(select(table).where(key == k)).mappings().one()
-                out.append(dict(row))
-            except exc.OperationalError:
-                out.append(self._raw_row(table, key, k))
-        return out
-
-    def _raw_row(self, table: Table, key: Any, k: Any) -> dict[str, Any]:
-        cols = [
-            type_coerce(
-                case((func.typeof(c) == "text", cast(c, LargeBinary)), else_=c), NullType()
-            ).label(c.name)
-            for c in table.c
-        ]
-        row = dict(self._c.execute(select(*cols).where(key == k)).mappings().one())
-        for name, value in row.items():
-            if isinstance(value, bytes) and not isinstance(table.c[name].type, LargeBinary):
-                try:
-                    row[name] = value.decode("utf-8")
-                except UnicodeDecodeError:
-                    pass  # stays bytes: the raw value, rendered as such by each format
-        return row
+        # A cell that is not valid UTF-8 arrives as UndecodableText: export its raw bytes.
+        return [{k: v.raw if isinstance(v, UndecodableText) else v for k, v in r.items()}
+                for r in self._c.execute(query).mappings()]
