@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from hermes_store.engine import open_engine, reading
+from hermes_store.fts import snippet_from_text
 from hermes_store.search import search_messages
 
 QUERIES = {
@@ -29,10 +30,13 @@ QUERIES = {
 }
 
 PAGE = """
-SELECT m.id, m.session_id, m.role, t.snip, m.timestamp, m.tool_name, s.source, s.model,
+SELECT m.id, m.session_id, m.role, {snip}, m.timestamp, m.tool_name, s.source, s.model,
        s.started_at
 FROM ({top}) AS t JOIN messages m ON m.id = t.id JOIN sessions s ON s.id = m.session_id
 ORDER BY t.score LIMIT 20"""
+# Hits without an FTS5 snippet get the contract's marked snippet from the stored text, as the
+# library must make it: the floor does that work too.
+STORED = "m.content, m.tool_name, m.tool_calls"
 WORD_TOP = ("SELECT rowid AS id, rank AS score, snippet(messages_fts, -1, '>>>', '<<<', '...', 40) "
             "AS snip FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rank LIMIT 20")
 TRIGRAM_TOP = ("SELECT rowid AS id, rank AS score, snippet(messages_fts_trigram, -1, '>>>', '<<<', "
@@ -50,7 +54,7 @@ SELECT m.id,
 FROM messages m WHERE m.id IN ({marks})"""
 CONTEXT = "SELECT id, role, substr(content, 1, 200) FROM messages WHERE id IN ({marks})"
 BY_TIME = """
-SELECT m.id, m.session_id, m.role, substr(m.content, 1, 120), m.timestamp, m.tool_name,
+SELECT m.id, m.session_id, m.role, m.content, m.tool_name, m.tool_calls, m.timestamp,
        s.source, s.model, s.started_at
 FROM messages m JOIN sessions s ON s.id = m.session_id WHERE {where}
 ORDER BY m.timestamp DESC, m.id DESC LIMIT 20"""
@@ -68,22 +72,28 @@ def _with_context(con: sqlite3.Connection, rows: list[tuple]) -> list[tuple]:
     return rows
 
 
-def _ranked(*tops: tuple[str, str]) -> Query:
+def _text_snippets(rows: list[tuple], terms: list[str]) -> list[tuple]:
+    return [(r[0], r[1], r[2], snippet_from_text(r[3:6], terms), *r[6:]) for r in rows]
+
+
+def _ranked(*tops: tuple[str, str], text_terms: list[str] | None = None) -> Query:
     """Best 20 by rank over one or more indexes (each index's own top 20, merged)."""
-    sql = PAGE.format(top=" UNION ALL ".join(f"SELECT * FROM ({top})" for top, _ in tops))
+    sql = PAGE.format(top=" UNION ALL ".join(f"SELECT * FROM ({top})" for top, _ in tops),
+                      snip=STORED if text_terms else "t.snip")
     params = [match for _, match in tops]
 
     def run(con: sqlite3.Connection) -> list[tuple]:
-        return _with_context(con, con.execute(sql, params).fetchall())
+        rows = con.execute(sql, params).fetchall()
+        return _with_context(con, _text_snippets(rows, text_terms) if text_terms else rows)
 
     return run
 
 
-def _by_time(where: str, *params: str) -> Query:
+def _by_time(where: str, *params: str, terms: list[str]) -> Query:
     sql = BY_TIME.format(where=where)
 
     def run(con: sqlite3.Connection) -> list[tuple]:
-        return _with_context(con, con.execute(sql, params).fetchall())
+        return _with_context(con, _text_snippets(con.execute(sql, params).fetchall(), terms))
 
     return run
 
@@ -95,12 +105,12 @@ FLOOR = {
     "phrase": _ranked((WORD_TOP, '"docker deployment"'), (BIGRAM_TOP, '"docker deployment"')),
     "prefix": _ranked((WORD_TOP, "deploy*"), (BIGRAM_TOP, "deploy*")),
     "substring": _ranked((TRIGRAM_TOP, '"数据库迁移"')),
-    "cjk2": _ranked((BIGRAM_TOP, 'text : "通信"')),
+    "cjk2": _ranked((BIGRAM_TOP, 'text : "通信"'), text_terms=["通信"]),
     "mixed": _by_time(
         "(m.id IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?) "
         "OR m.id IN (SELECT rowid FROM messages_fts_cjk WHERE messages_fts_cjk MATCH ?)) "
         "AND m.id IN (SELECT rowid FROM messages_fts_cjk WHERE messages_fts_cjk MATCH ?)",
-        "docker", "docker", 'text : "部署"'),
+        "docker", "docker", 'text : "部署"', terms=["docker", "部署"]),
 }
 # v11: the inline word index for Latin, the inline trigram for CJK of 3+ characters, and a LIKE
 # over every message otherwise (its fallback OR-ed terms; here they are AND-ed, as required).
@@ -110,8 +120,9 @@ INLINE = {
     "phrase": _ranked((WORD_TOP, '"docker deployment"')),
     "prefix": _ranked((WORD_TOP, "deploy*")),
     "substring": _ranked((TRIGRAM_TOP, '"数据库迁移"')),
-    "cjk2": _by_time(_LIKE3, *["%通信%"] * 3),
-    "mixed": _by_time(f"{_LIKE3} AND {_LIKE3}", *(["%docker%"] * 3 + ["%部署%"] * 3)),
+    "cjk2": _by_time(_LIKE3, *["%通信%"] * 3, terms=["通信"]),
+    "mixed": _by_time(f"{_LIKE3} AND {_LIKE3}", *(["%docker%"] * 3 + ["%部署%"] * 3),
+                      terms=["docker", "部署"]),
 }
 
 
