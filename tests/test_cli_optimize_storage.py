@@ -110,3 +110,30 @@ def test_a_store_behind_the_code_exits_6(inline_template: Path, tmp_path: Path) 
     path = Path(shutil.copy(inline_template, tmp_path / "old.db"))
     assert run("--db", str(path), "optimize-storage").exit_code == 6
     assert run("--db", str(tmp_path / "none.db"), "optimize-storage").exit_code == 3
+
+
+def test_an_interrupted_run_exits_130_and_the_next_run_finishes(
+        pending: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = maintenance.backfill_chunk
+    calls = {"n": 0}
+
+    def interrupted(conn, chunk=maintenance.BACKFILL_CHUNK):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(conn, chunk)
+
+    monkeypatch.setattr(maintenance, "backfill_chunk", interrupted)
+    with reading(open_engine(pending)) as conn:
+        start = maintenance.backfill_window(conn)
+    assert start is not None
+    result = run("--db", str(pending), "optimize-storage")
+    assert result.exit_code == 130
+    with reading(open_engine(pending)) as conn:
+        lo, hi = maintenance.backfill_window(conn) or (None, None)
+    assert lo is not None and start[0] < lo < hi  # two chunks committed, the rest pending
+    monkeypatch.setattr(maintenance, "backfill_chunk", real)
+    code, doc = run_json("--db", str(pending), "optimize-storage")
+    assert code == 0 and 0 < doc["rows_backfilled"] < ROWS
+    with reading(open_engine(pending)) as conn:
+        assert maintenance.backfill_window(conn) is None
