@@ -114,8 +114,10 @@ def _tool_output(rng: random.Random) -> str:
 
 def _tool_calls(rng: random.Random) -> str:
     tool = rng.choice(TOOLS)
-    args = {"command": f"docker ps -a --filter name=svc{rng.randint(1, 99)}"} if tool == "terminal" \
-        else {"path": f"/srv/app/module_{rng.randint(1, 500)}.py"}
+    if tool == "terminal":
+        args = {"command": f"docker ps -a --filter name=svc{rng.randint(1, 99)}"}
+    else:
+        args = {"path": f"/srv/app/module_{rng.randint(1, 500)}.py"}
     return json.dumps([{"id": f"call_{rng.randint(1, 10**9)}", "type": "function",
                         "function": {"name": tool, "arguments": json.dumps(args)}}])
 

@@ -72,8 +72,10 @@ _DRAIN = {
              f'(SELECT rowid FROM "{{t}}_data" WHERE rowid > {_KEEP_DATA_ROWID} LIMIT ?)',
     "_idx": 'DELETE FROM "{t}_idx" WHERE (segid, term) IN '
             '(SELECT segid, term FROM "{t}_idx" LIMIT ?)',
-    "_content": 'DELETE FROM "{t}_content" WHERE rowid IN (SELECT rowid FROM "{t}_content" LIMIT ?)',
-    "_docsize": 'DELETE FROM "{t}_docsize" WHERE rowid IN (SELECT rowid FROM "{t}_docsize" LIMIT ?)',
+    "_content": 'DELETE FROM "{t}_content" WHERE rowid IN '
+                '(SELECT rowid FROM "{t}_content" LIMIT ?)',
+    "_docsize": 'DELETE FROM "{t}_docsize" WHERE rowid IN '
+                '(SELECT rowid FROM "{t}_docsize" LIMIT ?)',
 }
 _COUNT = {
     "_data": f'SELECT count(*) FROM "{{t}}_data" WHERE rowid > {_KEEP_DATA_ROWID}',

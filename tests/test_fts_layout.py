@@ -1,4 +1,5 @@
-"""The compact FTS layout at head: what is indexed, and consistency under plain SQL from any client."""
+"""The compact FTS layout at head: what is indexed, and consistency under plain SQL from any
+client."""
 
 from __future__ import annotations
 
@@ -255,7 +256,8 @@ def test_upstream_compact_layout_with_an_unloadable_tokenizer_is_replaced(store_
 
     assert migrate.upgrade(store_path).at_head
     with connect(store_path) as con:
-        triggers = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='trigger'")}
+        triggers = {r[0] for r in con.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger'")}
         assert not {"msg_fts_ai", "msg_cjk_touch"} & triggers
         con.execute("UPDATE messages SET content = 'upstream 桂林 row, edited' WHERE id = 1")
     catch_up(store_path)

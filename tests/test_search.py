@@ -70,7 +70,8 @@ def store(head_db: Path) -> Iterator[tuple[Path, dict[str, int]]]:
 
 def run(path: Path, query: object, **kw: object) -> list[dict]:
     with reading(open_engine(path)) as conn:
-        return search_messages(conn, query, limit=kw.pop("limit", 100), **kw)  # type: ignore[arg-type]
+        limit = kw.pop("limit", 100)
+        return search_messages(conn, query, limit=limit, **kw)  # type: ignore[arg-type]
 
 
 def keys(store: tuple[Path, dict[str, int]], query: object, **kw: object) -> set[str]:

@@ -89,8 +89,9 @@ END""",
 def _has_trigram() -> bool:
     bind = op.get_bind()
     try:
-        bind.exec_driver_sql("CREATE VIRTUAL TABLE temp.trigram_probe USING fts5(x, tokenize='trigram')")
-    except Exception:  # noqa: BLE001 - a SQLite older than 3.34: substring search falls back to LIKE
+        bind.exec_driver_sql(
+            "CREATE VIRTUAL TABLE temp.trigram_probe USING fts5(x, tokenize='trigram')")
+    except Exception:  # noqa: BLE001 - SQLite < 3.34: substring search falls back to LIKE
         return False
     bind.exec_driver_sql("DROP TABLE temp.trigram_probe")
     return True
