@@ -16,12 +16,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, exc
+from sqlalchemy import Engine
 
 from . import maintenance
 from .backup import require_free_space
-from .engine import checkpoint, engine_path, is_lock_error, unwrap
-from .errors import StoreBusyError
+from .engine import checkpoint, engine_path
+from .engine import vacuum as vacuum_store
 
 Progress = Callable[[str], None]
 
@@ -56,19 +56,6 @@ def preflight(path: Path) -> None:
     require_free_space(Path(tempfile.gettempdir()), need, "optimize (VACUUM's temp copy)")
 
 
-def _vacuum(engine: Engine) -> None:
-    # VACUUM cannot run inside a transaction; the driver connection is in autocommit mode.
-    try:
-        with engine.connect() as conn:
-            conn.connection.driver_connection.execute("VACUUM")  # type: ignore[union-attr]
-    except Exception as err:  # noqa: BLE001 - classified below
-        if is_lock_error(err):
-            raise StoreBusyError("VACUUM could not take the write lock: another process is "
-                                 "writing; try again when the agent is idle") from err
-        translated = unwrap(err.orig if isinstance(err, exc.DBAPIError) else err)
-        raise translated from err
-
-
 def optimize(engine: Engine, progress: Progress | None = None, *,
              vacuum: bool = True) -> OptimizeResult:
     path = Path(engine_path(engine))
@@ -82,7 +69,7 @@ def optimize(engine: Engine, progress: Progress | None = None, *,
     result.steps.append("checkpoint passive")
     if vacuum:
         note("VACUUM")
-        _vacuum(engine)
+        vacuum_store(engine)
         result.steps.append("vacuum")
     note("checkpoint (TRUNCATE)")
     checkpoint(engine, "TRUNCATE")

@@ -304,15 +304,13 @@ def _sleep_for(elapsed: float) -> float:
     return random.uniform(SLOW_RETRY_MIN_S, SLOW_RETRY_MAX_S)
 
 
-def run_write(engine: Engine, fn: Callable[[Connection], T], *, budget: float = WRITE_BUDGET_S,
-              what: str = "write") -> T:
-    """Run ``fn(connection)`` as one ``BEGIN IMMEDIATE`` transaction and commit it.
+def _retrying(engine: Engine, attempt: Callable[[], T], *, budget: float, what: str) -> T:
+    """Run ``attempt()`` under this file's in-process write lock, retrying lock errors.
 
-    On a lock error the whole unit is rolled back and retried after a jittered sleep, until
-    ``budget`` seconds have passed (and at least ``MIN_ATTEMPTS`` tries when the budget allows);
-    then :class:`StoreBusyError` (an ``sqlite3.OperationalError``) says how long we waited.
-    ``fn`` must therefore be safe to run again: no side effects outside the database.
-    Any other error rolls back and propagates as the ``sqlite3`` error behind it.
+    Each retry waits a jittered interval (short at first, longer once a sibling has held the
+    lock for a while) and never sleeps past ``budget``; then :class:`StoreBusyError` (an
+    ``sqlite3.OperationalError``) says how long we waited. Other errors propagate at once, as
+    the ``sqlite3`` error behind them.
     """
     state = _file_state(engine_path(engine))
     start = time.monotonic()
@@ -321,12 +319,7 @@ def run_write(engine: Engine, fn: Callable[[Connection], T], *, budget: float = 
         attempts += 1
         try:
             with state.write_lock:
-                with engine.connect() as conn:
-                    conn = conn.execution_options(hermes_begin="IMMEDIATE")
-                    with conn.begin():
-                        _check_same_file(engine)
-                        result = fn(conn)
-            break
+                return attempt()
         except Exception as err:  # noqa: BLE001 - classified below
             if not is_lock_error(err):
                 translated = unwrap(err)
@@ -334,15 +327,48 @@ def run_write(engine: Engine, fn: Callable[[Connection], T], *, budget: float = 
                     raise
                 raise translated from err
             elapsed = time.monotonic() - start
-            if elapsed >= budget and attempts >= 1:
+            if elapsed >= budget:
                 raise StoreBusyError(
                     f"database is locked: {what} gave up after {elapsed:.1f}s "
                     f"({attempts} attempts); another process holds the write lock",
                     waited_s=elapsed, attempts=attempts,
                 ) from err
             time.sleep(min(_sleep_for(elapsed), max(0.0, budget - elapsed)))
-    _after_write(engine, state)
+
+
+def run_write(engine: Engine, fn: Callable[[Connection], T], *, budget: float = WRITE_BUDGET_S,
+              what: str = "write") -> T:
+    """Run ``fn(connection)`` as one ``BEGIN IMMEDIATE`` transaction and commit it.
+
+    On a lock error the whole unit is rolled back and retried (see :func:`_retrying`), so
+    ``fn`` must be safe to run again: no side effects outside the database.
+    """
+
+    def attempt() -> T:
+        with engine.connect() as conn:
+            conn = conn.execution_options(hermes_begin="IMMEDIATE")
+            with conn.begin():
+                _check_same_file(engine)
+                return fn(conn)
+
+    result = _retrying(engine, attempt, budget=budget, what=what)
+    _after_write(engine, _file_state(engine_path(engine)))
     return result
+
+
+def vacuum(engine: Engine, *, budget: float = WRITE_BUDGET_S) -> None:
+    """``VACUUM`` under the same lock-retry policy as every write.
+
+    VACUUM cannot run inside a transaction, so it goes straight to the driver connection
+    (which is in autocommit mode: we never let pysqlite open transactions on its own).
+    """
+
+    def attempt() -> None:
+        with engine.connect() as conn:
+            _check_same_file(engine)
+            conn.connection.driver_connection.execute("VACUUM")  # type: ignore[union-attr]
+
+    _retrying(engine, attempt, budget=budget, what="vacuum")
 
 
 def run_write_session(engine: Engine, fn: Callable[[Session], T], *,

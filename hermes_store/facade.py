@@ -27,8 +27,8 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine
 
 from . import engine as engine_mod
-from . import fts, lineage, messages, migrate, queries, retention, sessions, titles
-from .errors import SchemaMismatchError, StoreBusyError
+from . import compaction, fts, lineage, messages, migrate, queries, retention, sessions, titles
+from .errors import SchemaMismatchError
 from .paths import resolve_db_path
 
 log = logging.getLogger(__name__)
@@ -464,15 +464,7 @@ class SessionDB:
     def vacuum(self) -> None:
         """Optimise the search indexes, VACUUM, then a TRUNCATE checkpoint (in that order, so
         the WAL VACUUM wrote is emptied rather than left at the size of the file)."""
-        eng = self.engine
-
-        def optimise(conn: Connection) -> None:
-            for name in _fts_tables(conn):
-                conn.exec_driver_sql(_FTS_OPTIMIZE[name])
-
-        self._write(optimise, what="vacuum")
-        _vacuum(eng)
-        engine_mod.checkpoint(eng, "TRUNCATE")
+        compaction.optimize(self.engine)
 
     # ----------------------------------------------------------------- meta
 
@@ -483,44 +475,6 @@ class SessionDB:
         if not isinstance(key, str):
             raise TypeError("a meta key must be a str")
         self._write(lambda c: sessions.set_meta(c, key, value), what="set_meta")
-
-
-# FTS5 segment merge, per index the store may have (statement text fixed per name).
-_FTS_OPTIMIZE = {
-    "messages_fts": "INSERT INTO messages_fts(messages_fts) VALUES('optimize')",
-    "messages_fts_trigram": "INSERT INTO messages_fts_trigram(messages_fts_trigram) "
-                            "VALUES('optimize')",
-    "messages_fts_cjk": "INSERT INTO messages_fts_cjk(messages_fts_cjk) VALUES('optimize')",
-}
-
-
-def _fts_tables(conn: Connection) -> list[str]:
-    names = {r[0] for r in conn.exec_driver_sql(
-        "SELECT name FROM sqlite_master WHERE type = 'table'")}
-    return [n for n in _FTS_OPTIMIZE if n in names]
-
-
-def _vacuum(eng: Engine) -> None:
-    """VACUUM cannot run inside a transaction, so it gets the §10 retry policy here."""
-    state = engine_mod._file_state(engine_mod.engine_path(eng))
-    start = time.monotonic()
-    attempts = 0
-    while True:
-        attempts += 1
-        try:
-            with state.write_lock, eng.connect() as conn:
-                # The driver connection is in autocommit mode: no BEGIN precedes the VACUUM.
-                conn.connection.driver_connection.execute("VACUUM")
-            return
-        except Exception as err:  # noqa: BLE001 - classified below
-            if not engine_mod.is_lock_error(err):
-                raise engine_mod.unwrap(err) from err
-            elapsed = time.monotonic() - start
-            if elapsed >= engine_mod.WRITE_BUDGET_S:
-                raise StoreBusyError(f"database is locked: vacuum gave up after {elapsed:.1f}s",
-                                     waited_s=elapsed, attempts=attempts) from err
-            time.sleep(min(engine_mod._sleep_for(elapsed),
-                           max(0.0, engine_mod.WRITE_BUDGET_S - elapsed)))
 
 
 def _check_page(limit: int, offset: int) -> None:
