@@ -278,3 +278,29 @@ def test_an_exhausted_budget_is_a_lock_error_for_the_caller_and_writes_nothing(
         assert db.get_session("s1")["message_count"] == 0
         db.append_message("s1", "user", "the caller's retry")  # the lock is free again
         assert db.get_session("s1")["message_count"] == 1
+
+
+def test_opening_and_reading_never_wait_for_another_process_writing(head_db: Path,
+                                                                    monkeypatch) -> None:
+    # Upstream's opens wrote (stamps, "heals", trigger rebuilds), so every CLI call queued
+    # behind the gateway's transaction. Here a budget of 0 s would turn any write into an error.
+    with SessionDB(head_db) as db:
+        db.create_session("s1", "cli")
+        db.append_message("s1", "user", "kubernetes rollout")
+    eng.dispose_all()
+    monkeypatch.setattr(eng, "WRITE_BUDGET_S", 0.0)
+    monkeypatch.setattr(eng, "APPEND_BUDGET_S", 0.0)
+    monkeypatch.setattr(migrate, "UPGRADE_BUDGET_S", 0.0)
+    holder = sqlite3.connect(head_db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("UPDATE sessions SET title = 'held' WHERE id = 's1'")
+    try:
+        for readonly in (False, True):
+            with SessionDB(head_db, readonly=readonly) as db:
+                assert [m["content"] for m in db.get_messages("s1")] == ["kubernetes rollout"]
+                assert len(db.search_messages("kubernetes")) == 1
+                assert db.list_sessions_rich()[0]["title"] is None  # the held write is unseen
+            eng.dispose_all()
+    finally:
+        holder.rollback()
+        holder.close()
