@@ -7,6 +7,7 @@ from call to return, so lock waits and retries are inside the figure. Writers st
 
     python benchmarks/bench_writers.py                 # 1, 2, 4, 8 writers, 300 appends each
     python benchmarks/bench_writers.py --writers 1 4 --messages 1000 --json out.json
+    python benchmarks/bench_writers.py --pause-ms 20   # writers that think between turns
 
 Figures depend on the disk and the number of cores; compare runs on one machine only.
 """
@@ -17,6 +18,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -47,7 +49,8 @@ class Result:
     wal_peak_bytes: int
 
 
-def _writer(path: str, name: str, count: int, start_file: str, out_file: str) -> None:
+def _writer(path: str, name: str, count: int, pause_s: float, start_file: str,
+            out_file: str) -> None:
     latencies: list[float] = []
     errors = 0
     with SessionDB(path) as db:
@@ -63,6 +66,8 @@ def _writer(path: str, name: str, count: int, start_file: str, out_file: str) ->
             except Exception:  # noqa: BLE001 - counted; the figure must show it
                 errors += 1
             latencies.append(time.perf_counter() - t0)
+            if pause_s:
+                time.sleep(random.uniform(0, 2 * pause_s))  # a turn's "think time"
     Path(out_file).write_text(json.dumps({"latencies": latencies, "errors": errors,
                                           "end": time.time()}))
 
@@ -72,14 +77,14 @@ def _percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[index]
 
 
-def run(writers: int, per_writer: int, workdir: Path) -> Result:
+def run(writers: int, per_writer: int, workdir: Path, pause_s: float = 0.0) -> Result:
     path = workdir / f"bench-{writers}.db"
     migrate.upgrade(path)
     eng.dispose_all()
     start_file = workdir / f"start-{writers}"
     ctx = mp.get_context("spawn")
     outs = [workdir / f"w{writers}-{n}.json" for n in range(writers)]
-    procs = [ctx.Process(target=_writer, args=(str(path), f"writer-{n}", per_writer,
+    procs = [ctx.Process(target=_writer, args=(str(path), f"writer-{n}", per_writer, pause_s,
                                                str(start_file), str(outs[n])))
              for n in range(writers)]
     for p in procs:
@@ -108,15 +113,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--writers", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--messages", type=int, default=300, help="appends per writer")
+    parser.add_argument("--pause-ms", type=float, default=0.0,
+                        help="mean pause between a writer's appends (0: back to back)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     results = []
     with tempfile.TemporaryDirectory(prefix="hermes-bench-") as tmp:
         for n in args.writers:
-            results.append(run(n, args.messages, Path(tmp)))
+            results.append(run(n, args.messages, Path(tmp), args.pause_ms / 1000))
             print(f"{n} writer(s) done", file=sys.stderr)
     print(f"SQLite {'.'.join(map(str, eng.sqlite_version()))}, {os.cpu_count()} CPU(s), "
-          f"{args.messages} appends per writer\n")
+          f"{args.messages} appends per writer, mean pause {args.pause_ms:g} ms\n")
     print("| writers | messages | msgs/s | p50 ms | p99 ms | max ms | errors | WAL peak |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
