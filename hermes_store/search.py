@@ -110,7 +110,7 @@ _SCOPE_COLUMNS = ("sc.text", "sc.tool_name")
 
 # One statement for the page: hits are merged, filtered, ordered and cut, and only then are
 # snippets (FTS5's, for index hits), stored text (for the others) and neighbours looked up, for
-# the page's rows alone.
+# the page's rows alone. Row values let each neighbour be one seek in idx_messages_session.
 _PAGE = """
 WITH hits(id, rank, origin) AS MATERIALIZED ({hits}),
 matched AS MATERIALIZED (
@@ -129,10 +129,10 @@ SELECT page.*, {snippet} AS fts_snippet,
   CASE WHEN page.origin = 'text' THEN m.tool_calls END AS tool_calls,
   {ctx_self} AS ctx_self,
   (SELECT json_array(p.role, {ctx_p}) FROM messages AS p WHERE p.session_id = m.session_id
-     AND (p.timestamp < m.timestamp OR (p.timestamp = m.timestamp AND p.id < m.id))
+     AND (p.timestamp, p.id) < (m.timestamp, m.id)
    ORDER BY p.timestamp DESC, p.id DESC LIMIT 1) AS ctx_prev,
   (SELECT json_array(n.role, {ctx_n}) FROM messages AS n WHERE n.session_id = m.session_id
-     AND (n.timestamp > m.timestamp OR (n.timestamp = m.timestamp AND n.id > m.id))
+     AND (n.timestamp, n.id) > (m.timestamp, m.id)
    ORDER BY n.timestamp ASC, n.id ASC LIMIT 1) AS ctx_next
 FROM page JOIN messages AS m ON m.id = page.id
 ORDER BY {outer_order}"""
