@@ -287,6 +287,15 @@ def engine_path(engine: Engine) -> str:
     return str(engine.url.database)
 
 
+def forget(path: str | os.PathLike[str]) -> None:
+    """Close and unregister this process's engines on ``path`` (before deleting or replacing
+    the file on purpose, so a later open sees the new file instead of refusing to write)."""
+    resolved = str(Path(path).expanduser().resolve())
+    with _registry_lock:
+        for key in [k for k in _engines if k[0] == resolved]:
+            _engines.pop(key).dispose()
+
+
 def dispose_all() -> None:
     """Forget every registered engine (tests, and processes that fork)."""
     with _registry_lock:

@@ -38,7 +38,7 @@ from sqlalchemy import Connection, Engine, exc
 
 from . import __version__, migrate
 from .backup import copy_with_sidecars, require_free_space, store_bytes
-from .engine import FILE_MODE, checkpoint, is_lock_error, open_engine, run_write
+from .engine import FILE_MODE, checkpoint, forget, is_lock_error, open_engine, run_write
 from .errors import StoreNotFoundError, UsageError
 from .holders import SIDECAR_SUFFIXES, ensure_not_held
 from .models import Base
@@ -363,6 +363,11 @@ def recover_store(source: str | os.PathLike[str], output: str | os.PathLike[str]
     work = Path(tempfile.mkdtemp(prefix="hermes-recover-", dir=out_path.parent)) if own_work \
         else Path(work_dir).expanduser()
     work.mkdir(parents=True, exist_ok=True)
+    # Built under a scratch name and renamed only when finished: a killed run must never leave
+    # a partial store where the result goes.
+    building = out_path.with_name(f".{out_path.name}.partial")
+    if not inspect_only:
+        _discard(building)  # scratch of an earlier, interrupted run
     try:
         copy = work / src_path.name
         copy_with_sidecars(src_path, copy)
@@ -371,10 +376,10 @@ def recover_store(source: str | os.PathLike[str], output: str | os.PathLike[str]
             report.errors.append("the source changed while it was being copied; stop its writers")
             return report
         try:
-            _salvage(copy, out_path, report, chunk_size, allow_partial, inspect_only, progress)
+            _salvage(copy, building, report, chunk_size, allow_partial, inspect_only, progress)
         except BaseException:
-            if not inspect_only and out_path.exists():
-                _discard(out_path)  # a half-written store must never look like a result
+            if not inspect_only:
+                _discard(building)
             raise
     finally:
         if own_work:
@@ -385,15 +390,17 @@ def recover_store(source: str | os.PathLike[str], output: str | os.PathLike[str]
             report.errors.append("the source changed during recovery: its fingerprint differs")
         report.duration_s = round(time.monotonic() - start, 3)
     if report.status in ("complete", "partial"):
+        forget(building)
+        os.replace(building, out_path)
         report.next_steps = _swap_steps(src_path, out_path)
-    elif report.status in ("damaged", "source_changed", "nothing") and out_path.exists():
-        _discard(out_path)
+    elif not inspect_only:
+        _discard(building)
     return report
 
 
-def _discard(out_path: Path) -> None:
-    open_engine(out_path).dispose()
-    for f in (out_path, *(Path(f"{out_path}{s}") for s in SIDECAR_SUFFIXES)):
+def _discard(path: Path) -> None:
+    forget(path)
+    for f in (path, *(Path(f"{path}{s}") for s in SIDECAR_SUFFIXES)):
         f.unlink(missing_ok=True)
 
 

@@ -512,3 +512,28 @@ def test_repair_killed_inside_its_fix_leaves_the_store_as_it_was_and_a_rerun_hea
     with SessionDB(store) as db:
         assert len(db.search_messages("encapsulation", limit=100)) == 30
     _counters_match_rows(store)
+
+
+def test_recover_killed_midway_leaves_nothing_that_looks_like_a_result(legacy_db,
+                                                                       tmp_path: Path) -> None:
+    source = legacy_db(11)
+    before = source.read_bytes()
+    output = tmp_path / "recovered.db"
+    child = SPAWN.Process(target=rw.recover_and_die, args=(str(source), str(output)))
+    child.start()
+    child.join(timeout=120)
+    assert child.exitcode == -signal.SIGKILL
+    assert source.read_bytes() == before
+    # A store at head holding 50 of 358 messages must never sit where the result goes.
+    assert not output.exists()
+    # A rerun clears the killed run's scratch and finishes.
+    from hermes_store.salvage import recover_store
+
+    report = recover_store(source, output)
+    assert report.status == "complete"
+    assert not list(tmp_path.glob(".recovered.db.partial*"))
+    con = sqlite3.connect(output)
+    try:
+        assert con.execute("SELECT count(*) FROM messages").fetchone()[0] == 358
+    finally:
+        con.close()
