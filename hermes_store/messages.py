@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import bindparam, delete, func, insert, select, update
 
 from . import cjk, lineage
 from .fts import MULTIMODAL_PREFIX
@@ -160,15 +160,21 @@ def prepare_message(session_id: str, role: object, *, content: object = None,
     return PreparedMessage(row, 0 if role == "tool" else n_calls)
 
 
+# Built once: appends are the hot path, and a constant statement's cache key is memoized, so
+# SQLAlchemy does not rebuild and re-key the statement on every message.
+_INSERT_MESSAGE = insert(messages).returning(messages.c.id)
+_BUMP_COUNTERS = update(sessions).where(sessions.c.id == bindparam("sid")).values(
+    message_count=func.coalesce(sessions.c.message_count, 0) + 1,
+    tool_call_count=func.coalesce(sessions.c.tool_call_count, 0) + bindparam("delta"),
+)
+
+
 def append(conn: Executor, message: PreparedMessage) -> int:
     """Insert the row, bump the session's counters and keep the CJK index, all in ``conn``'s
     transaction. An unknown session fails with ``IntegrityError`` (foreign key)."""
-    new_id = conn.execute(insert(messages).values(**message.row)
-                          .returning(messages.c.id)).scalar_one()
-    conn.execute(update(sessions).where(sessions.c.id == message.row["session_id"]).values(
-        message_count=func.coalesce(sessions.c.message_count, 0) + 1,
-        tool_call_count=func.coalesce(sessions.c.tool_call_count, 0) + message.tool_call_delta,
-    ))
+    new_id = conn.execute(_INSERT_MESSAGE, message.row).scalar_one()
+    conn.execute(_BUMP_COUNTERS, {"sid": message.row["session_id"],
+                                  "delta": message.tool_call_delta})
     cjk.sync_messages(connection_of(conn), [new_id])
     return int(new_id)
 
