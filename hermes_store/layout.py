@@ -1,0 +1,288 @@
+"""The derived objects of the head layout: search views, FTS5 indexes, CJK side tables, triggers.
+
+The library carries its own copy of this DDL on purpose. Revisions are history: they record how
+a store got here, may be superseded by later ones and must never be imported by the library.
+``repair`` needs the *live* definition to put back an index, view or trigger that was dropped
+(by hand, by another program, by a half-finished upgrade elsewhere). tests/test_layout_definition
+compares every statement here with what a fresh upgrade to head creates, so a revision that
+changes the layout without this module fails the suite.
+
+Everything here is derived from ``messages`` and ``sessions``: recreating it loses nothing, and
+the caller rebuilds the indexes afterwards (``maintenance.rebuild_indexes``), in the same
+transaction. Only objects the store lacks are created; nothing that exists is dropped.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from sqlalchemy import Connection
+
+# The trigram tokenizer ships with FTS5 from SQLite 3.34; revision 0015 leaves the trigram
+# objects out on an older runtime, and substring search falls back to LIKE there.
+TRIGRAM_AVAILABLE = sqlite3.sqlite_version_info >= (3, 34, 0)
+
+_OUTSIDE_WINDOW = "NOT EXISTS (SELECT 1 FROM fts_backfill_window WHERE {id} > lo AND {id} <= hi)"
+
+# --------------------------------------------------------------------------- views (0014, 0015)
+
+_JSON = "CAST(substr(CAST(m.content AS BLOB), 7) AS TEXT)"
+_PARTS = f"""COALESCE((
+            SELECT group_concat(CASE
+                WHEN j.type = 'text' THEN j.value
+                WHEN j.type = 'object'
+                     AND COALESCE(json_extract(j.value, '$.type'), 'text')
+                         IN ('text', 'input_text', 'output_text')
+                     AND json_type(j.value, '$.text') = 'text'
+                THEN json_extract(j.value, '$.text') END, ' ')
+            FROM json_each(CASE json_type({_JSON}) WHEN 'array' THEN {_JSON}
+                                ELSE json_array(json({_JSON})) END) AS j), '')"""
+
+SEARCH_TEXT_VIEW = f"""CREATE VIEW messages_search_text AS
+SELECT m.id, m.session_id, m.role, m.tool_name, m.tool_calls,
+    CASE
+        WHEN substr(CAST(m.content AS BLOB), 1, 6) <> X'006A736F6E3A' THEN m.content
+        WHEN json_valid({_JSON}) THEN {_PARTS}
+        ELSE ''
+    END AS text
+FROM messages AS m"""
+BACKFILL_WINDOW_VIEW = """CREATE VIEW fts_backfill_window AS
+SELECT CAST(p.value AS INTEGER) AS lo, CAST(h.value AS INTEGER) AS hi
+FROM state_meta AS h JOIN state_meta AS p ON p.key = 'fts_rebuild_progress'
+WHERE h.key = 'fts_rebuild_high_water'"""
+WORD_SOURCE_VIEW = """CREATE VIEW messages_fts_src AS
+SELECT id,
+    CASE WHEN role = 'tool' THEN substr(COALESCE(text, ''), 1, 8192) ELSE text END AS content,
+    tool_name, tool_calls
+FROM messages_search_text"""
+SEARCH_SCOPE_VIEW = """CREATE VIEW messages_search_scope AS
+SELECT t.id, t.session_id, t.text, t.tool_name, t.tool_calls
+FROM messages_search_text AS t JOIN sessions AS s ON s.id = t.session_id
+WHERE t.role IS NOT 'tool' AND COALESCE(s.source, '') NOT IN ('cron', 'subagent')"""
+TRIGRAM_SOURCE_VIEW = """CREATE VIEW messages_fts_trigram_src AS
+SELECT id, text AS content, tool_name FROM messages_search_scope"""
+
+# --------------------------------------------------------------------------- word index (0014)
+
+WORD_INDEX = """CREATE VIRTUAL TABLE messages_fts USING fts5(
+    content, tool_name, tool_calls,
+    content='messages_fts_src', content_rowid='id'
+)"""
+WORD_AI = """CREATE TRIGGER messages_fts_ai AFTER INSERT ON messages
+WHEN NOT EXISTS (SELECT 1 FROM fts_backfill_window WHERE new.id > lo AND new.id <= hi)
+BEGIN
+    INSERT INTO messages_fts (rowid, content, tool_name, tool_calls)
+    SELECT id, content, tool_name, tool_calls FROM messages_fts_src WHERE id = new.id;
+END"""
+WORD_BD = """CREATE TRIGGER messages_fts_bd BEFORE DELETE ON messages
+WHEN NOT EXISTS (SELECT 1 FROM fts_backfill_window WHERE old.id > lo AND old.id <= hi)
+BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, content, tool_name, tool_calls)
+    SELECT 'delete', id, content, tool_name, tool_calls FROM messages_fts_src WHERE id = old.id;
+END"""
+WORD_BU = """CREATE TRIGGER messages_fts_bu BEFORE UPDATE OF content, tool_name, tool_calls, role, id
+ON messages
+WHEN (old.content IS NOT new.content OR old.tool_name IS NOT new.tool_name
+      OR old.tool_calls IS NOT new.tool_calls OR old.role IS NOT new.role OR old.id IS NOT new.id)
+  AND NOT EXISTS (SELECT 1 FROM fts_backfill_window WHERE old.id > lo AND old.id <= hi)
+BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, content, tool_name, tool_calls)
+    SELECT 'delete', id, content, tool_name, tool_calls FROM messages_fts_src WHERE id = old.id;
+END"""
+WORD_AU = """CREATE TRIGGER messages_fts_au AFTER UPDATE OF content, tool_name, tool_calls, role, id
+ON messages
+WHEN (old.content IS NOT new.content OR old.tool_name IS NOT new.tool_name
+      OR old.tool_calls IS NOT new.tool_calls OR old.role IS NOT new.role OR old.id IS NOT new.id)
+  AND NOT EXISTS (SELECT 1 FROM fts_backfill_window WHERE new.id > lo AND new.id <= hi)
+BEGIN
+    INSERT INTO messages_fts (rowid, content, tool_name, tool_calls)
+    SELECT id, content, tool_name, tool_calls FROM messages_fts_src WHERE id = new.id;
+END"""
+
+# --------------------------------------------------------------------------- trigram index (0015)
+
+_TRIGRAM_CHANGED = ("(old.content IS NOT new.content OR old.tool_name IS NOT new.tool_name "
+                    "OR old.role IS NOT new.role OR old.session_id IS NOT new.session_id "
+                    "OR old.id IS NOT new.id)")
+_TRIGRAM_REMOVE_SESSION = """
+    INSERT INTO messages_fts_trigram (messages_fts_trigram, rowid, content, tool_name)
+    SELECT 'delete', t.id, t.content, t.tool_name FROM messages_fts_trigram_src AS t
+    WHERE t.id IN (SELECT id FROM messages WHERE session_id = old.id)
+      AND NOT EXISTS (SELECT 1 FROM fts_backfill_window WHERE t.id > lo AND t.id <= hi);"""
+
+TRIGRAM_INDEX = """CREATE VIRTUAL TABLE messages_fts_trigram USING fts5(
+    content, tool_name,
+    content='messages_fts_trigram_src', content_rowid='id', tokenize='trigram'
+)"""
+TRIGRAM_AI = f"""CREATE TRIGGER messages_fts_trigram_ai AFTER INSERT ON messages
+WHEN new.role IS NOT 'tool' AND {_OUTSIDE_WINDOW.format(id="new.id")}
+BEGIN
+    INSERT INTO messages_fts_trigram (rowid, content, tool_name)
+    SELECT id, content, tool_name FROM messages_fts_trigram_src WHERE id = new.id;
+END"""
+TRIGRAM_BD = f"""CREATE TRIGGER messages_fts_trigram_bd BEFORE DELETE ON messages
+WHEN old.role IS NOT 'tool' AND {_OUTSIDE_WINDOW.format(id="old.id")}
+BEGIN
+    INSERT INTO messages_fts_trigram (messages_fts_trigram, rowid, content, tool_name)
+    SELECT 'delete', id, content, tool_name FROM messages_fts_trigram_src WHERE id = old.id;
+END"""
+TRIGRAM_BU = f"""CREATE TRIGGER messages_fts_trigram_bu
+BEFORE UPDATE OF content, tool_name, role, session_id, id ON messages
+WHEN {_TRIGRAM_CHANGED} AND {_OUTSIDE_WINDOW.format(id="old.id")}
+BEGIN
+    INSERT INTO messages_fts_trigram (messages_fts_trigram, rowid, content, tool_name)
+    SELECT 'delete', id, content, tool_name FROM messages_fts_trigram_src WHERE id = old.id;
+END"""
+TRIGRAM_AU = f"""CREATE TRIGGER messages_fts_trigram_au
+AFTER UPDATE OF content, tool_name, role, session_id, id ON messages
+WHEN {_TRIGRAM_CHANGED} AND {_OUTSIDE_WINDOW.format(id="new.id")}
+BEGIN
+    INSERT INTO messages_fts_trigram (rowid, content, tool_name)
+    SELECT id, content, tool_name FROM messages_fts_trigram_src WHERE id = new.id;
+END"""
+TRIGRAM_SESSION_BU = f"""CREATE TRIGGER messages_fts_trigram_session_bu BEFORE UPDATE OF source, id ON sessions
+WHEN old.source IS NOT new.source OR old.id IS NOT new.id
+BEGIN{_TRIGRAM_REMOVE_SESSION}
+END"""
+TRIGRAM_SESSION_AU = """CREATE TRIGGER messages_fts_trigram_session_au AFTER UPDATE OF source, id ON sessions
+WHEN old.source IS NOT new.source OR old.id IS NOT new.id
+BEGIN
+    INSERT INTO messages_fts_trigram (rowid, content, tool_name)
+    SELECT t.id, t.content, t.tool_name FROM messages_fts_trigram_src AS t
+    WHERE t.id IN (SELECT id FROM messages WHERE session_id = new.id)
+      AND NOT EXISTS (SELECT 1 FROM fts_backfill_window WHERE t.id > lo AND t.id <= hi);
+END"""
+TRIGRAM_SESSION_BD = f"""CREATE TRIGGER messages_fts_trigram_session_bd BEFORE DELETE ON sessions
+BEGIN{_TRIGRAM_REMOVE_SESSION}
+END"""
+
+# --------------------------------------------------------------------------- CJK bigram index (0016)
+
+_CJK_CHANGED = ("(old.content IS NOT new.content OR old.tool_name IS NOT new.tool_name "
+                "OR old.tool_calls IS NOT new.tool_calls OR old.role IS NOT new.role "
+                "OR old.session_id IS NOT new.session_id OR old.id IS NOT new.id)")
+
+CJK_SIDE_TABLE = "CREATE TABLE messages_cjk (id INTEGER PRIMARY KEY, text TEXT NOT NULL, calls TEXT)"
+CJK_PENDING_TABLE = "CREATE TABLE messages_cjk_pending (id INTEGER PRIMARY KEY)"
+CJK_INDEX = """CREATE VIRTUAL TABLE messages_fts_cjk USING fts5(
+    text, calls, content='messages_cjk', content_rowid='id'
+)"""
+CJK_AI = """CREATE TRIGGER messages_cjk_ai AFTER INSERT ON messages_cjk BEGIN
+    INSERT INTO messages_fts_cjk (rowid, text, calls) VALUES (new.id, new.text, new.calls);
+END"""
+CJK_AD = """CREATE TRIGGER messages_cjk_ad AFTER DELETE ON messages_cjk BEGIN
+    INSERT INTO messages_fts_cjk (messages_fts_cjk, rowid, text, calls)
+    VALUES ('delete', old.id, old.text, old.calls);
+END"""
+CJK_AU = """CREATE TRIGGER messages_cjk_au AFTER UPDATE ON messages_cjk BEGIN
+    INSERT INTO messages_fts_cjk (messages_fts_cjk, rowid, text, calls)
+    VALUES ('delete', old.id, old.text, old.calls);
+    INSERT INTO messages_fts_cjk (rowid, text, calls) VALUES (new.id, new.text, new.calls);
+END"""
+CJK_PENDING_AI = f"""CREATE TRIGGER messages_cjk_pending_ai AFTER INSERT ON messages
+WHEN new.role IS NOT 'tool' AND {_OUTSIDE_WINDOW.format(id="new.id")}
+BEGIN
+    INSERT OR IGNORE INTO messages_cjk_pending (id) VALUES (new.id);
+END"""
+CJK_PENDING_AU = f"""CREATE TRIGGER messages_cjk_pending_au
+AFTER UPDATE OF content, tool_name, tool_calls, role, session_id, id ON messages
+WHEN {_CJK_CHANGED}
+BEGIN
+    DELETE FROM messages_cjk WHERE id = old.id;
+    DELETE FROM messages_cjk_pending WHERE id = old.id;
+    INSERT OR IGNORE INTO messages_cjk_pending (id)
+    SELECT new.id WHERE new.role IS NOT 'tool' AND {_OUTSIDE_WINDOW.format(id="new.id")};
+END"""
+CJK_MESSAGES_AD = """CREATE TRIGGER messages_cjk_ad_messages AFTER DELETE ON messages BEGIN
+    DELETE FROM messages_cjk WHERE id = old.id;
+    DELETE FROM messages_cjk_pending WHERE id = old.id;
+END"""
+CJK_SESSION_AU = f"""CREATE TRIGGER messages_cjk_session_au AFTER UPDATE OF source, id ON sessions
+WHEN old.source IS NOT new.source OR old.id IS NOT new.id
+BEGIN
+    DELETE FROM messages_cjk WHERE id IN (SELECT id FROM messages WHERE session_id = old.id);
+    INSERT OR IGNORE INTO messages_cjk_pending (id)
+    SELECT m.id FROM messages AS m
+    WHERE m.session_id = new.id AND m.role IS NOT 'tool' AND {_OUTSIDE_WINDOW.format(id="m.id")};
+END"""
+CJK_SESSION_BD = """CREATE TRIGGER messages_cjk_session_bd BEFORE DELETE ON sessions BEGIN
+    DELETE FROM messages_cjk WHERE id IN (SELECT id FROM messages WHERE session_id = old.id);
+END"""
+
+
+@dataclass(frozen=True)
+class LayoutObject:
+    """One schema object: its ``sqlite_master`` type and name, and the statement creating it."""
+
+    type: str
+    name: str
+    sql: str
+    trigram: bool = False
+
+
+# Dependency order: views read views, the CJK index reads its side table, triggers write to
+# the indexes and read the views.
+OBJECTS: tuple[LayoutObject, ...] = (
+    LayoutObject("view", "messages_search_text", SEARCH_TEXT_VIEW),
+    LayoutObject("view", "fts_backfill_window", BACKFILL_WINDOW_VIEW),
+    LayoutObject("view", "messages_fts_src", WORD_SOURCE_VIEW),
+    LayoutObject("view", "messages_search_scope", SEARCH_SCOPE_VIEW),
+    LayoutObject("view", "messages_fts_trigram_src", TRIGRAM_SOURCE_VIEW, trigram=True),
+    LayoutObject("table", "messages_cjk", CJK_SIDE_TABLE),
+    LayoutObject("table", "messages_cjk_pending", CJK_PENDING_TABLE),
+    LayoutObject("table", "messages_fts", WORD_INDEX),
+    LayoutObject("table", "messages_fts_trigram", TRIGRAM_INDEX, trigram=True),
+    LayoutObject("table", "messages_fts_cjk", CJK_INDEX),
+    LayoutObject("trigger", "messages_fts_ai", WORD_AI),
+    LayoutObject("trigger", "messages_fts_bd", WORD_BD),
+    LayoutObject("trigger", "messages_fts_bu", WORD_BU),
+    LayoutObject("trigger", "messages_fts_au", WORD_AU),
+    LayoutObject("trigger", "messages_fts_trigram_ai", TRIGRAM_AI, trigram=True),
+    LayoutObject("trigger", "messages_fts_trigram_bd", TRIGRAM_BD, trigram=True),
+    LayoutObject("trigger", "messages_fts_trigram_bu", TRIGRAM_BU, trigram=True),
+    LayoutObject("trigger", "messages_fts_trigram_au", TRIGRAM_AU, trigram=True),
+    LayoutObject("trigger", "messages_fts_trigram_session_bu", TRIGRAM_SESSION_BU, trigram=True),
+    LayoutObject("trigger", "messages_fts_trigram_session_au", TRIGRAM_SESSION_AU, trigram=True),
+    LayoutObject("trigger", "messages_fts_trigram_session_bd", TRIGRAM_SESSION_BD, trigram=True),
+    LayoutObject("trigger", "messages_cjk_ai", CJK_AI),
+    LayoutObject("trigger", "messages_cjk_ad", CJK_AD),
+    LayoutObject("trigger", "messages_cjk_au", CJK_AU),
+    LayoutObject("trigger", "messages_cjk_pending_ai", CJK_PENDING_AI),
+    LayoutObject("trigger", "messages_cjk_pending_au", CJK_PENDING_AU),
+    LayoutObject("trigger", "messages_cjk_ad_messages", CJK_MESSAGES_AD),
+    LayoutObject("trigger", "messages_cjk_session_au", CJK_SESSION_AU),
+    LayoutObject("trigger", "messages_cjk_session_bd", CJK_SESSION_BD),
+)
+
+_SCHEMA = "SELECT type, name FROM sqlite_master"
+
+
+def expected_objects(*, trigram: bool = TRIGRAM_AVAILABLE) -> tuple[LayoutObject, ...]:
+    """The objects a head store has on a runtime with (or without) the trigram tokenizer."""
+    return tuple(o for o in OBJECTS if trigram or not o.trigram)
+
+
+def missing_objects(conn: Connection) -> list[str]:
+    """Names of the head layout's derived objects absent from the store, in creation order.
+
+    An object of the right name but another type counts as missing: it cannot serve.
+    """
+    present = {(r[0], r[1]) for r in conn.exec_driver_sql(_SCHEMA)}
+    return [o.name for o in expected_objects() if (o.type, o.name) not in present]
+
+
+def recreate_missing(conn: Connection) -> list[str]:
+    """Create the missing objects in the caller's transaction; returns their names.
+
+    The new indexes are empty: the caller rebuilds them (``maintenance.rebuild_indexes``)
+    before committing. A name taken by an object of another type makes the ``CREATE`` fail
+    loudly rather than being dropped here.
+    """
+    missing = set(missing_objects(conn))
+    created = []
+    for obj in expected_objects():
+        if obj.name in missing:
+            conn.exec_driver_sql(obj.sql)
+            created.append(obj.name)
+    return created
