@@ -29,7 +29,9 @@ from pathlib import Path
 from sqlalchemy import Connection, Engine
 
 from . import cjk
+# ``vacuum`` is also optimize_storage's flag; the shared VACUUM retries on locks like a write.
 from .engine import checkpoint, engine_path, open_engine, reading, run_write
+from .engine import vacuum as vacuum_store
 from .paths import resolve_db_path
 
 Progress = Callable[[str, int, int], None]
@@ -166,12 +168,6 @@ def _drop(conn: Connection, table: str) -> None:
         conn.exec_driver_sql(f'DROP TABLE "{table}"')
 
 
-def _vacuum(engine: Engine) -> None:
-    # VACUUM cannot run inside a transaction; the driver connection is in autocommit mode.
-    with engine.connect() as conn:
-        conn.connection.driver_connection.execute("VACUUM")  # type: ignore[union-attr]
-
-
 def optimize_storage(target: str | os.PathLike[str] | Engine | None = None,
                      progress: Progress | None = None, vacuum: bool = True, *,
                      chunk: int = BACKFILL_CHUNK,
@@ -211,7 +207,7 @@ def optimize_storage(target: str | os.PathLike[str] | Engine | None = None,
 
     if vacuum:
         notify("vacuum", 0, 1)
-        _vacuum(engine)
+        vacuum_store(engine)
         report.vacuumed = True
         notify("vacuum", 1, 1)
     checkpoint(engine, "TRUNCATE")
