@@ -4,8 +4,8 @@ Sessions link to a parent through ``parent_session_id``. Two kinds of walk exist
 
 * the plain tree (``ancestors``/``descendants``): every parent link, whatever its reason;
 * the **compression chain**: a parent ended with ``end_reason='compression'`` continues in its
-  newest child started at or after that end (``continuation_id``). A chain is one logical
-  conversation: resume goes to its tip, retention treats it as a unit, listing shows its tip.
+  newest child started at or after that end, else its newest child (``continuation_id``). A
+  chain is one logical conversation: resume goes to its tip, retention treats it as a unit, listing shows its tip.
 
 Every walk carries a depth and stops at ``max_depth`` (100 by default), so a cycle in damaged
 data ends instead of looping. Each function returns a ``Select``; the caller runs it on its own
@@ -71,12 +71,21 @@ def descendants(session_id: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Selec
 
 def continuation_id(parent_id: ColumnElement, parent_ended_at: ColumnElement) -> ColumnElement:
     """The id of the child a compression-ended parent continues in (None if there is none)."""
-    child = sessions.alias("cont")
-    return (select(child.c.id)
-            .where(child.c.parent_session_id == parent_id,
-                   child.c.started_at >= parent_ended_at)
-            .order_by(child.c.started_at.desc(), child.c.id.desc())
-            .limit(1).scalar_subquery())
+    # Normally the continuation starts at or after the parent's end. Clocks and importers do
+    # not always agree (the agent's own fixture stores end the parent after creating its child),
+    # and a compression-ended parent with children is always continued somewhere: so prefer a
+    # child started at/after the end, else the newest child.
+    after, any_child = sessions.alias("cont"), sessions.alias("cont_any")
+    newest_after = (select(after.c.id)
+                    .where(after.c.parent_session_id == parent_id,
+                           after.c.started_at >= parent_ended_at)
+                    .order_by(after.c.started_at.desc(), after.c.id.desc())
+                    .limit(1).scalar_subquery())
+    newest = (select(any_child.c.id)
+              .where(any_child.c.parent_session_id == parent_id)
+              .order_by(any_child.c.started_at.desc(), any_child.c.id.desc())
+              .limit(1).scalar_subquery())
+    return func.coalesce(newest_after, newest)
 
 
 def compression_chain(session_id: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Select:

@@ -191,3 +191,16 @@ def test_lineage_activity_is_the_newest_over_all_segments(tree: Engine) -> None:
         got = dict(conn.execute(lineage_activity(now=T0 + 1000)).all())
     assert got["a"] == T0 + 600
     assert "a1" not in got
+
+
+def test_fixture_lineages_are_compression_chains_even_with_skewed_clocks(legacy_db) -> None:
+    # The agent's own fixture stores end the parent after creating its child, so the child
+    # "started" before the parent's end; the chain must still be recognised.
+    from hermes_store import SessionDB
+
+    path = legacy_db(11)
+    with SessionDB(path) as db:
+        assert db.get_lineage_tip("20260707_060600_e4ca3a") == "20260808_070700_219dc0"
+        rows = {r["id"]: r for r in db.list_sessions_rich(limit=100)}
+        assert "20260707_060600_e4ca3a" not in rows
+        assert rows["20260808_070700_219dc0"]["_lineage_root_id"] == "20260707_060600_e4ca3a"
