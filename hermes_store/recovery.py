@@ -7,7 +7,9 @@ No ORM session is used: the models may not even map onto a damaged file.
 
 Fixes run only after the store and its sidecars were copied to a timestamped backup, in this
 order: schema surgery on duplicate ``sqlite_master`` rows (nothing else can run while they
-exist), orphan FTS5 shadow tables, triggers writing to tables that are gone, the FTS indexes
+exist), orphan FTS5 shadow tables, triggers writing to tables that are gone, derived objects of
+the head layout that are missing (``layout.recreate_missing``: views, indexes, side tables,
+triggers, each only if absent), the FTS indexes
 (``maintenance.rebuild_indexes``; should it fail, FTS5 ``rebuild`` of each index, by hand
 for external-content indexes), ``REINDEX``. Then every probe runs again and decides the verdict.
 """
@@ -24,7 +26,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, exc
 
-from . import maintenance, migrate
+from . import cjk, layout, maintenance, migrate
 from .backup import backup_path, copy_with_sidecars
 from .engine import is_lock_error, open_engine, run_write
 from .errors import StoreDamagedError, StoreNotFoundError
@@ -208,6 +210,32 @@ def _probe_quick(conn: Connection, full: bool) -> Probe:
                  "hermes-store repair (REINDEX), else hermes-store recover")
 
 
+def _at_head(conn: Connection) -> bool:
+    """Only a store at head is held to the head layout; ``upgrade`` builds it for the others."""
+    with conn.begin():
+        return migrate.status_of(conn).at_head
+
+
+def _probe_layout(conn: Connection) -> Probe:
+    """Views, indexes and triggers of the head layout that are gone altogether.
+
+    Dropped together with its triggers, an index leaves nothing behind that a write or an
+    integrity-check would trip over: search stays complete through its fallbacks, slowly.
+    """
+    try:
+        if not _at_head(conn):
+            return Probe("derived_layout", True, "not at head: hermes-store upgrade builds it")
+        with conn.begin():
+            missing = layout.missing_objects(conn)
+    except exc.DBAPIError as err:
+        return Probe("derived_layout", False, f"cannot read the schema: {_message(err)}",
+                     "hermes-store recover --inspect-only")
+    if missing:
+        return Probe("derived_layout", False, "missing: " + ", ".join(missing),
+                     "hermes-store repair")
+    return Probe("derived_layout", True, "every view, index and trigger of the head layout")
+
+
 def probe_store(path: str | Path, *, full: bool = False) -> list[Probe]:
     """Every probe, in order; stops after the first when the file does not open at all."""
     p = Path(path)
@@ -240,6 +268,7 @@ def probe_store(path: str | Path, *, full: bool = False) -> list[Probe]:
             "dead_triggers", not dead,
             "; ".join(f"{t} writes to missing {', '.join(g)}" for t, g in dead.items()) or "none",
             "hermes-store repair" if dead else None))
+        probes.append(_probe_layout(conn))
         for table in fts5_tables(rows):
             probes.append(_probe_fts(conn, table))
         tables = {n for t, n, _, _ in rows if t == "table"}
@@ -335,6 +364,40 @@ def _rebuild_fts(conn: Connection) -> list[str]:
     return done
 
 
+_PEND_ALL_CJK = ("INSERT OR IGNORE INTO messages_cjk_pending (id) "
+                 "SELECT id FROM messages WHERE role IS NOT 'tool'")
+
+
+def _recreate_layout(conn: Connection) -> list[str]:
+    """Put back missing head-layout objects; the rebuild that follows fills the indexes.
+
+    A recreated CJK side table starts empty, so every covered row is marked pending first:
+    should the rebuild fail, search still answers those rows (bounded LIKE) and catch-up
+    derives them, instead of silently missing CJK hits.
+    """
+    if not migrate.status_of(conn).at_head:
+        return []
+    created = layout.recreate_missing(conn)
+    if {"messages_cjk", "messages_cjk_pending"} & set(created):
+        conn.exec_driver_sql(_PEND_ALL_CJK)
+    return [f"recreated {name} (head layout)" for name in created]
+
+
+def _catch_up_cjk(conn: Connection) -> list[str]:
+    """Derive CJK rows still pending (the rebuild normally leaves none); report, never raise."""
+    taken = 0
+
+    def drain() -> None:
+        nonlocal taken
+        while caught := cjk.catch_up(conn):
+            taken += caught
+
+    error = _attempt(conn, drain)
+    if error is not None:
+        return [f"could not derive pending CJK rows: {error}"]
+    return [f"derived the CJK rows of {taken} pending messages"] if taken else []
+
+
 def _fix_in_place(engine: Engine, probes: list[Probe]) -> list[str]:
     failing = {p.name for p in probes if not p.ok}
     actions: list[str] = []
@@ -346,8 +409,10 @@ def _fix_in_place(engine: Engine, probes: list[Probe]) -> list[str]:
         for trigger in dead_triggers(schema_rows(conn)):
             conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {_quote(trigger)}")
             actions.append(f"dropped trigger {trigger} (its target table is gone)")
+        actions.extend(_recreate_layout(conn))
         if actions or any(n.startswith("fts:") or n == "write_probe" for n in failing):
             actions.extend(_rebuild_fts(conn))
+            actions.extend(_catch_up_cjk(conn))
         if failing & {"quick_check", "integrity_check"}:
             conn.exec_driver_sql("REINDEX")
             actions.append("REINDEX")

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from cli_support import add_session, held_by_other_process, run, run_json, sha256
 
-from hermes_store import migrate
+from hermes_store import SessionDB, maintenance, migrate
+from hermes_store import engine as eng
 
 
 def _tables(path: Path) -> set[str]:
@@ -166,3 +167,106 @@ def test_an_index_out_of_step_with_its_table_is_reindexed(store: Path) -> None:
     code, doc = run_json("--db", str(store), "repair", "--full")
     assert code == 0, doc
     assert "REINDEX" in doc["actions"]
+
+
+# --------------------------------------------------------------------------- missing layout objects
+
+WORD_INDEX = ["messages_fts", "messages_fts_ai", "messages_fts_bd", "messages_fts_bu",
+              "messages_fts_au"]
+CJK_INDEX = ["messages_cjk", "messages_cjk_pending", "messages_fts_cjk", "messages_cjk_ai",
+             "messages_cjk_ad", "messages_cjk_au", "messages_cjk_pending_ai",
+             "messages_cjk_pending_au", "messages_cjk_ad_messages", "messages_cjk_session_au",
+             "messages_cjk_session_bd"]
+# Words, a prefix, a phrase, Chinese and Japanese terms of 1 to 5 characters (every index).
+QUERIES = ("recursive", "recurs*", '"cargo check"', "FnMut", "闭包", "线程", "鍵", "ファイル",
+           "署名が適用")
+
+
+def _drop(path: Path, names: list[str]) -> None:
+    con = sqlite3.connect(path)
+    kinds = dict(con.execute("SELECT name, type FROM sqlite_master"))
+    with con:
+        for name in names:
+            if name in kinds:  # a side table's triggers go with it
+                con.execute(f'DROP {kinds[name].upper()} IF EXISTS "{name}"')
+    con.close()
+
+
+def _indexed_rows(path: Path) -> dict[str, int]:
+    con = sqlite3.connect(path)
+    try:
+        return {t: con.execute(f'SELECT count(*) FROM "{t}_docsize"').fetchone()[0]
+                for t in ("messages_fts", "messages_fts_trigram", "messages_fts_cjk")}
+    finally:
+        con.close()
+
+
+def _fts_integrity_errors(path: Path) -> dict[str, str]:
+    con = sqlite3.connect(path)
+    errors = {}
+    for (table,) in con.execute("SELECT name FROM sqlite_master "
+                                "WHERE sql LIKE 'CREATE VIRTUAL TABLE%fts5%'").fetchall():
+        try:
+            con.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
+        except sqlite3.DatabaseError as err:
+            errors[table] = str(err)
+    con.close()
+    return errors
+
+
+def _hits(path: Path) -> dict[str, set[int]]:
+    with SessionDB(path) as db:
+        found = {q: {h["id"] for h in db.search_messages(q, limit=1000)} for q in QUERIES}
+    eng.dispose_all()
+    return found
+
+
+@pytest.fixture
+def loaded(legacy_db) -> Path:
+    """The v11 fixture at head (EN/中文/日本語), every index complete, CJK rows derived."""
+    path = legacy_db(11)
+    migrate.upgrade(path)
+    maintenance.optimize(path)
+    eng.dispose_all()
+    return path
+
+
+@pytest.mark.parametrize("dropped", [
+    pytest.param(WORD_INDEX, id="word-index-and-triggers"),
+    pytest.param(["messages_search_scope"], id="view"),
+    pytest.param(["messages_fts_src", "messages_search_text"], id="views-read-by-views"),
+    pytest.param(CJK_INDEX, id="cjk-index-side-tables-and-triggers"),
+])
+def test_missing_layout_objects_are_named_then_recreated_and_reindexed(
+        loaded: Path, dropped: list[str]) -> None:
+    hits, indexed = _hits(loaded), _indexed_rows(loaded)
+    assert all(hits.values()) and all(indexed.values())
+    _drop(loaded, dropped)
+
+    code, doc = run_json("--db", str(loaded), "repair", "--check-only")
+    assert code == 7, doc
+    probe = next(p for p in doc["probes"] if p["name"] == "derived_layout")
+    assert probe["ok"] is False
+    assert set(probe["detail"].removeprefix("missing: ").split(", ")) == set(dropped)
+    assert doc["next_steps"] == [f"hermes-store --db {loaded} repair"]
+    assert _backups(loaded) == []
+
+    code, doc = run_json("--db", str(loaded), "repair")
+    assert code == 0, doc
+    assert all(p["ok"] for p in doc["after"])
+    assert {f"recreated {name} (head layout)" for name in dropped} <= set(doc["actions"])
+    assert _fts_integrity_errors(loaded) == {}
+    assert _indexed_rows(loaded) == indexed
+    assert _hits(loaded) == hits
+
+
+def test_repaired_indexes_follow_new_writes(loaded: Path) -> None:
+    _drop(loaded, WORD_INDEX + CJK_INDEX)
+    assert run("--db", str(loaded), "repair").exit_code == 0
+    with SessionDB(loaded) as db:
+        sid = db.create_session("20260103_000000_cccccccc", "cli")
+        new_id = db.append_message(sid, "user", "encapsulation 数据库迁移")
+        assert new_id in {h["id"] for h in db.search_messages("encapsulation")}
+        assert new_id in {h["id"] for h in db.search_messages("迁移")}
+    eng.dispose_all()
+    assert _fts_integrity_errors(loaded) == {}
