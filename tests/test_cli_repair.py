@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from cli_support import add_session, held_by_other_process, run, run_json, sha256
 
-from hermes_store import SessionDB, maintenance, migrate
+from hermes_store import SessionDB, maintenance, migrate, recovery
 from hermes_store import engine as eng
 
 
@@ -270,3 +270,9 @@ def test_repaired_indexes_follow_new_writes(loaded: Path) -> None:
         assert new_id in {h["id"] for h in db.search_messages("迁移")}
     eng.dispose_all()
     assert _fts_integrity_errors(loaded) == {}
+
+
+def test_a_store_below_head_is_not_held_to_the_head_layout(store_path: Path) -> None:
+    migrate.upgrade(store_path, revision="0015_trigram_without_tools")
+    probe = next(p for p in recovery.probe_store(store_path) if p.name == "derived_layout")
+    assert probe.ok and "upgrade" in probe.detail
