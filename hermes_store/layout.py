@@ -81,8 +81,8 @@ BEGIN
     INSERT INTO messages_fts (messages_fts, rowid, content, tool_name, tool_calls)
     SELECT 'delete', id, content, tool_name, tool_calls FROM messages_fts_src WHERE id = old.id;
 END"""
-WORD_BU = """CREATE TRIGGER messages_fts_bu BEFORE UPDATE OF content, tool_name, tool_calls, role, id
-ON messages
+WORD_BU = """CREATE TRIGGER messages_fts_bu
+BEFORE UPDATE OF content, tool_name, tool_calls, role, id ON messages
 WHEN (old.content IS NOT new.content OR old.tool_name IS NOT new.tool_name
       OR old.tool_calls IS NOT new.tool_calls OR old.role IS NOT new.role OR old.id IS NOT new.id)
   AND NOT EXISTS (SELECT 1 FROM fts_backfill_window WHERE old.id > lo AND old.id <= hi)
@@ -90,8 +90,8 @@ BEGIN
     INSERT INTO messages_fts (messages_fts, rowid, content, tool_name, tool_calls)
     SELECT 'delete', id, content, tool_name, tool_calls FROM messages_fts_src WHERE id = old.id;
 END"""
-WORD_AU = """CREATE TRIGGER messages_fts_au AFTER UPDATE OF content, tool_name, tool_calls, role, id
-ON messages
+WORD_AU = """CREATE TRIGGER messages_fts_au
+AFTER UPDATE OF content, tool_name, tool_calls, role, id ON messages
 WHEN (old.content IS NOT new.content OR old.tool_name IS NOT new.tool_name
       OR old.tool_calls IS NOT new.tool_calls OR old.role IS NOT new.role OR old.id IS NOT new.id)
   AND NOT EXISTS (SELECT 1 FROM fts_backfill_window WHERE new.id > lo AND new.id <= hi)
@@ -141,11 +141,13 @@ BEGIN
     INSERT INTO messages_fts_trigram (rowid, content, tool_name)
     SELECT id, content, tool_name FROM messages_fts_trigram_src WHERE id = new.id;
 END"""
-TRIGRAM_SESSION_BU = f"""CREATE TRIGGER messages_fts_trigram_session_bu BEFORE UPDATE OF source, id ON sessions
+TRIGRAM_SESSION_BU = f"""CREATE TRIGGER messages_fts_trigram_session_bu
+BEFORE UPDATE OF source, id ON sessions
 WHEN old.source IS NOT new.source OR old.id IS NOT new.id
 BEGIN{_TRIGRAM_REMOVE_SESSION}
 END"""
-TRIGRAM_SESSION_AU = """CREATE TRIGGER messages_fts_trigram_session_au AFTER UPDATE OF source, id ON sessions
+TRIGRAM_SESSION_AU = """CREATE TRIGGER messages_fts_trigram_session_au
+AFTER UPDATE OF source, id ON sessions
 WHEN old.source IS NOT new.source OR old.id IS NOT new.id
 BEGIN
     INSERT INTO messages_fts_trigram (rowid, content, tool_name)
@@ -163,7 +165,8 @@ _CJK_CHANGED = ("(old.content IS NOT new.content OR old.tool_name IS NOT new.too
                 "OR old.tool_calls IS NOT new.tool_calls OR old.role IS NOT new.role "
                 "OR old.session_id IS NOT new.session_id OR old.id IS NOT new.id)")
 
-CJK_SIDE_TABLE = "CREATE TABLE messages_cjk (id INTEGER PRIMARY KEY, text TEXT NOT NULL, calls TEXT)"
+CJK_SIDE_TABLE = ("CREATE TABLE messages_cjk "
+                  "(id INTEGER PRIMARY KEY, text TEXT NOT NULL, calls TEXT)")
 CJK_PENDING_TABLE = "CREATE TABLE messages_cjk_pending (id INTEGER PRIMARY KEY)"
 CJK_INDEX = """CREATE VIRTUAL TABLE messages_fts_cjk USING fts5(
     text, calls, content='messages_cjk', content_rowid='id'
@@ -198,7 +201,8 @@ CJK_MESSAGES_AD = """CREATE TRIGGER messages_cjk_ad_messages AFTER DELETE ON mes
     DELETE FROM messages_cjk WHERE id = old.id;
     DELETE FROM messages_cjk_pending WHERE id = old.id;
 END"""
-CJK_SESSION_AU = f"""CREATE TRIGGER messages_cjk_session_au AFTER UPDATE OF source, id ON sessions
+CJK_SESSION_AU = f"""CREATE TRIGGER messages_cjk_session_au
+AFTER UPDATE OF source, id ON sessions
 WHEN old.source IS NOT new.source OR old.id IS NOT new.id
 BEGIN
     DELETE FROM messages_cjk WHERE id IN (SELECT id FROM messages WHERE session_id = old.id);

@@ -29,9 +29,8 @@ from pathlib import Path
 from sqlalchemy import Connection, Engine
 
 from . import cjk
-# ``vacuum`` is also optimize_storage's flag; the shared VACUUM retries on locks like a write.
 from .engine import checkpoint, engine_path, open_engine, reading, run_write
-from .engine import vacuum as vacuum_store
+from .engine import vacuum as vacuum_store  # ``vacuum`` is optimize_storage's flag
 from .paths import resolve_db_path
 
 Progress = Callable[[str, int, int], None]

@@ -36,8 +36,8 @@ def _schema(path: Path, query: str, *params: str) -> list[tuple[str, ...]]:
 
 
 @pytest.mark.parametrize("obj", layout.expected_objects(), ids=lambda o: o.name)
-def test_each_object_is_created_by_the_revisions_with_the_same_sql(head_db: Path,
-                                                                   obj: layout.LayoutObject) -> None:
+def test_each_object_is_created_by_the_revisions_with_the_same_sql(
+        head_db: Path, obj: layout.LayoutObject) -> None:
     rows = _schema(head_db, "SELECT type, sql FROM sqlite_master WHERE name = ?", obj.name)
     assert rows, f"{obj.name} is in layout.py but a fresh upgrade does not create it"
     (kind, sql), = rows
