@@ -159,7 +159,7 @@ TRIGRAM_SESSION_BD = f"""CREATE TRIGGER messages_fts_trigram_session_bd BEFORE D
 BEGIN{_TRIGRAM_REMOVE_SESSION}
 END"""
 
-# --------------------------------------------------------------------------- CJK bigram index (0016)
+# --------------------------------------------------------------------- CJK bigram index (0016)
 
 _CJK_CHANGED = ("(old.content IS NOT new.content OR old.tool_name IS NOT new.tool_name "
                 "OR old.tool_calls IS NOT new.tool_calls OR old.role IS NOT new.role "
