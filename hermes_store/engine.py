@@ -100,10 +100,12 @@ def is_lock_error(err: BaseException) -> bool:
     if not isinstance(inner, sqlite3.OperationalError) or isinstance(inner, StoreBusyError):
         return False
     code = getattr(inner, "sqlite_errorcode", None)
-    if code is not None and (code & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-        return True
+    if code is not None:
+        return (code & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    # Only an error without a code is judged by its text: "no such table: blocked_users" or a
+    # trigger's RAISE mentioning "busy" must fail at once, not be retried for the whole budget.
     text = str(inner).lower()
-    return "locked" in text or "busy" in text
+    return "database is locked" in text or "database table is locked" in text or "busy" in text
 
 
 def is_full_error(err: BaseException) -> bool:
@@ -440,14 +442,3 @@ def read_session(engine: Engine) -> Iterator[Session]:
 
 def sqlite_version() -> tuple[int, ...]:
     return sqlite3.sqlite_version_info
-
-
-def has_fts5(conn: Connection) -> bool:
-    opts = {r[0] for r in conn.exec_driver_sql("PRAGMA compile_options")}
-    if "ENABLE_FTS5" in opts:
-        return True
-    try:  # some builds link FTS5 without advertising the option
-        conn.exec_driver_sql("SELECT fts5(?1)", (None,))
-    except exc.DBAPIError as err:
-        return "wrong number" in str(err).lower() or "unable to use function" in str(err).lower()
-    return True

@@ -35,35 +35,30 @@ SANE_FUTURE_S = 86400.0
 # --------------------------------------------------------------------------- plain tree
 
 
-def ancestors(session_id: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
-    """``(id, parent_session_id, depth)`` of the session (depth 0) and each ancestor above it."""
+def _tree_walk(session_id: str, *, up: bool, max_depth: int) -> Select:
     anchor = select(sessions.c.id, sessions.c.parent_session_id,
                     literal(0).label("depth")).where(sessions.c.id == session_id)
-    walk = anchor.cte("ancestors", recursive=True)
-    parent = sessions.alias("parent")
+    walk = anchor.cte("ancestors" if up else "descendants", recursive=True)
+    step = sessions.alias("step")
+    link = (step.c.id == walk.c.parent_session_id) if up else (step.c.parent_session_id == walk.c.id)
     walk = walk.union_all(
-        select(parent.c.id, parent.c.parent_session_id, walk.c.depth + 1)
-        .where(parent.c.id == walk.c.parent_session_id, walk.c.depth < max_depth)
+        select(step.c.id, step.c.parent_session_id, walk.c.depth + 1)
+        .where(link, walk.c.depth < max_depth)
     )
     # A cycle revisits ids until the depth bound; each id is reported once, at its first depth.
     depth = func.min(walk.c.depth).label("depth")
     return (select(walk.c.id, walk.c.parent_session_id, depth)
-            .group_by(walk.c.id, walk.c.parent_session_id).order_by(depth))
+            .group_by(walk.c.id, walk.c.parent_session_id).order_by(depth, walk.c.id))
+
+
+def ancestors(session_id: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
+    """``(id, parent_session_id, depth)`` of the session (depth 0) and each ancestor above it."""
+    return _tree_walk(session_id, up=True, max_depth=max_depth)
 
 
 def descendants(session_id: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
     """``(id, parent_session_id, depth)`` of the session (depth 0) and everything below it."""
-    anchor = select(sessions.c.id, sessions.c.parent_session_id,
-                    literal(0).label("depth")).where(sessions.c.id == session_id)
-    walk = anchor.cte("descendants", recursive=True)
-    child = sessions.alias("child")
-    walk = walk.union_all(
-        select(child.c.id, child.c.parent_session_id, walk.c.depth + 1)
-        .where(child.c.parent_session_id == walk.c.id, walk.c.depth < max_depth)
-    )
-    depth = func.min(walk.c.depth).label("depth")
-    return (select(walk.c.id, walk.c.parent_session_id, depth)
-            .group_by(walk.c.id, walk.c.parent_session_id).order_by(depth, walk.c.id))
+    return _tree_walk(session_id, up=False, max_depth=max_depth)
 
 
 # --------------------------------------------------------------------------- compression chain

@@ -174,3 +174,13 @@ def test_text_that_is_not_utf8_degrades_instead_of_raising(head_db: Path) -> Non
     with eng.reading(engine) as conn:
         value = conn.exec_driver_sql("""SELECT json_extract('{"t": "a \\ud83d b"}', '$.t')""").scalar()
     assert value.startswith("a ") and value.endswith(" b") and "\ufffd" in value
+
+
+def test_an_error_that_merely_mentions_locked_is_not_retried(head_db: Path, monkeypatch) -> None:
+    engine = eng.open_engine(head_db)
+    sleeps = []
+    monkeypatch.setattr(eng.time, "sleep", sleeps.append)
+    with pytest.raises(sqlite3.OperationalError, match="no such table: blocked_users") as info:
+        eng.run_write(engine, lambda c: c.exec_driver_sql("SELECT * FROM blocked_users"), budget=5)
+    assert not isinstance(info.value, StoreBusyError)
+    assert sleeps == []  # failed at once instead of retrying for the whole budget
