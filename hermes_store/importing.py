@@ -324,7 +324,27 @@ def _write_record(conn: Connection, sessions: Table, messages: Table, record: di
         out["session_id"] = sid
         rows.append(out)
     _insert_messages(conn, messages, rows, keep_ids=True)
+    # The record's counters may be stale or wrong: the rows just written are the truth.
+    conn.execute(update(sessions).where(sessions.c.id == sid).values(
+        message_count=len(rows), tool_call_count=sum(_calls_in(r) for r in rows)))
     return "replaced" if exists else "imported"
+
+
+def _calls_in(row: dict[str, Any]) -> int:
+    """Tool calls a row adds to ``tool_call_count``, counted as the append path counts them."""
+    if row.get("role") == "tool":
+        return 0
+    value = row.get("tool_calls")
+    if value is None or value == "":
+        return 0
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return 1  # a non-JSON string is kept as one call, as messages.encode_tool_calls does
+    if value is None or value == []:
+        return 0
+    return len(value) if isinstance(value, list) else 1
 
 
 def _link_parents(conn: Connection, sessions: Table, links: list[tuple[str, str]]) -> int:

@@ -342,3 +342,21 @@ def test_jsonl_of_the_agents_own_export_is_accepted(head_db: Path, tmp_path: Pat
     assert any("last_active" in n and "preview" in n for n in f.notes)
     msgs = _messages(head_db, "20260101_000000_abcdef12")
     assert msgs[0]["content"].startswith("\x00json:") and json.loads(msgs[1]["tool_calls"])[0]["id"] == "c1"
+
+
+def test_jsonl_counters_are_counted_from_the_inserted_rows(head_db: Path, tmp_path: Path) -> None:
+    calls = [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
+             {"id": "c2", "type": "function", "function": {"name": "pwd", "arguments": "{}"}}]
+    path = write_lines(tmp_path / "in.jsonl", [{
+        "id": "counted", "source": "cli", "started_at": 1_780_000_000.0,
+        "message_count": 99, "tool_call_count": 42,
+        "messages": [{"timestamp": 1_780_000_001.0, **m} for m in [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": None, "tool_calls": calls},
+            {"role": "assistant", "content": None, "tool_calls": json.dumps({"id": "c3"})},
+            {"role": "tool", "content": "out", "tool_call_id": "c1", "tool_calls": calls},
+        ]],
+    }])
+    assert _import(head_db, path).files[0].sessions_imported == 1
+    row = _session(head_db, "counted")
+    assert (row["message_count"], row["tool_call_count"]) == (4, 3)
