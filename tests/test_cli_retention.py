@@ -233,3 +233,42 @@ def test_delete_refuses_a_session_in_a_live_turn(head_db: Path) -> None:
     live = make_session(head_db, "20260601_100000_live0001", age_days=0, ended=False)
     result = run("--db", str(head_db), "delete", live, "--yes")
     assert result.exit_code == 5 and live in ids(head_db)
+
+
+def _while_confirming(monkeypatch: pytest.MonkeyPatch, sql: str, *params: object) -> None:
+    """Another program changes the store while ``delete`` waits for its confirmation."""
+
+    def confirm(self: app.Ctx, question: str, *, yes: bool) -> None:
+        con = sqlite3.connect(self.db)
+        with con:
+            con.execute(sql, params)
+        con.close()
+
+    monkeypatch.setattr(app.Ctx, "confirm", confirm)
+
+
+def test_delete_refuses_a_session_pinned_while_it_asked(store: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    _while_confirming(monkeypatch, "UPDATE sessions SET pinned = 1 WHERE id = ?", OLD)
+    result = run("--db", str(store), "delete", OLD, "--yes")
+    assert result.exit_code == 1 and "pinned since the preview" in result.stderr
+    assert OLD in ids(store)
+
+
+def test_delete_refuses_when_a_child_appeared_while_it_asked(store: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    _while_confirming(monkeypatch, "INSERT INTO sessions (id, source, started_at, ended_at, "
+                      "parent_session_id) VALUES ('20260701_100000_kid00001', 'cli', 1, 2, ?)",
+                      OLD)
+    result = run("--db", str(store), "delete", OLD, "--yes")
+    assert result.exit_code == 1 and "changed since the preview" in result.stderr
+    assert {OLD, "20260701_100000_kid00001"} <= ids(store)
+
+
+def test_delete_refuses_a_session_that_went_live_while_it_asked(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _while_confirming(monkeypatch, "UPDATE sessions SET ended_at = NULL, end_reason = NULL, "
+                      "last_activity_at = strftime('%s', 'now') WHERE id = ?", OLD)
+    result = run("--db", str(store), "delete", OLD, "--yes")
+    assert result.exit_code == 5 and OLD in ids(store)

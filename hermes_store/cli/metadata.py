@@ -27,6 +27,12 @@ class TitleInUseError(HermesStoreError):
     code = "title_in_use"
 
 
+class PlanChangedError(HermesStoreError):
+    """``delete`` found the store changed between its preview and the write (exit 1)."""
+
+    code = "changed_since_preview"
+
+
 def _resolve(obj: Ctx, refs: tuple[str, ...]) -> list[str]:
     engine = open_write(obj)
     with reading(engine) as conn:
@@ -201,6 +207,22 @@ def delete(obj: Ctx, sessions_: tuple[str, ...], keep_children: bool, force: boo
         return
     obj.confirm(f"delete {len(plan['doomed'])} sessions and {payload['messages']} messages "
                 "permanently?", yes=yes)
-    changed = run_write(open_write(obj),
-                        lambda c: retention.delete_sessions(c, plan["doomed"]), what="delete")
+
+    def unit(conn: Connection) -> int:
+        # The preview was read before the prompt; whatever changed while the user answered
+        # must not be deleted on the strength of a plan they never saw.
+        now = _delete_plan(conn, ids, keep_children)
+        if now["busy"]:
+            raise StoreBusyError(f"{', '.join(now['busy'])} wrote since the preview and may be "
+                                 "in a live turn; end it (or wait) and try again")
+        if now["doomed"] != plan["doomed"]:
+            raise PlanChangedError("the sessions to delete changed since the preview; nothing "
+                                   "was deleted: run the command again")
+        newly_pinned = [sid for sid in now["pinned"] if sid not in plan["pinned"]]
+        if newly_pinned:
+            raise PlanChangedError(f"{', '.join(newly_pinned)} pinned since the preview; "
+                                   "nothing was deleted: run the command again")
+        return retention.delete_sessions(conn, now["doomed"])
+
+    changed = run_write(open_write(obj), unit, what="delete")
     obj.emit("delete", {**payload, "changed": changed}, f"deleted {changed} sessions")
