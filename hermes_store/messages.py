@@ -88,27 +88,29 @@ def encode_tool_calls(tool_calls: object) -> tuple[str | None, int]:
     return dump_json(value), count
 
 
-def decode_tool_calls(stored: str | None) -> Any:
+def _decode_json(stored: str | None, *, broken: Any) -> Any:
+    """Stored JSON text decoded; ``broken`` stands in for text that is not JSON."""
     if stored is None:
         return None
     try:
         return json.loads(stored)
     except ValueError:
+        return broken
+
+
+def decode_tool_calls(stored: str | None) -> Any:
+    value = _decode_json(stored, broken=_BROKEN)
+    if value is _BROKEN:
         log.warning("undecodable tool_calls JSON; returning []")
         return []
+    return value
 
 
 def _json_or_none(value: Any) -> str | None:
     return dump_json(value) if value else None
 
 
-def _decode_loose(stored: str | None) -> Any:
-    if stored is None:
-        return None
-    try:
-        return json.loads(stored)
-    except ValueError:
-        return None
+_BROKEN = object()
 
 
 # --------------------------------------------------------------------------- append
@@ -247,7 +249,7 @@ def _as_turn(row: dict[str, Any]) -> dict[str, Any]:
             turn["reasoning_content"] = row["reasoning_content"]
         for key in _JSON_EXTRAS:
             if row[key] is not None:
-                turn[key] = _decode_loose(row[key])
+                turn[key] = _decode_json(row[key], broken=None)
     return turn
 
 
