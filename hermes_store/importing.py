@@ -6,7 +6,9 @@ Parsing is :mod:`hermes_store.importers`' job; this module decides and writes.
   transaction, so one bad line never costs the others. An existing id is skipped and counted
   (``replace`` overwrites it), live state (routing keys, leases, ``last_read_at``) is reset,
   message ids are kept when free so a round trip is exact, and parent links are restored after
-  the whole file is in, detached when the parent is missing or would close a cycle.
+  the whole file is in (skipped records included, so a rerun repairs an interrupted import;
+  a link already set is never overwritten), detached when the parent is missing or would close
+  a cycle.
 * **claude / codex**: one transaction per file through :func:`engine.run_write`. Identity is
   (tool, foreign session id) recorded in ``sessions.origin_json.imported_from`` with the file's
   SHA-256: unchanged → "already imported" and nothing written; grown by appending → only the new
@@ -257,15 +259,17 @@ def _import_jsonl(engine: Engine, path: Path, summary: FileImportSummary, *, rep
             summary.sessions_failed += 1
             summary.notes.append(f"line {lineno} ({sid}): {type(err).__name__}: {err}")
             continue
+        # A skipped record's link is collected too: a run killed between its per-record commits
+        # and the link pass left its sessions unlinked, and only a rerun can restore them.
+        parent = record.get("parent_session_id")
+        if isinstance(parent, str) and parent:
+            links.append((sid, parent))
         if outcome == "skipped":
             summary.sessions_skipped += 1
             continue
         summary.sessions_imported += 1
         summary.session_ids.append(sid)
         summary.messages_imported += len(record["messages"])
-        parent = record.get("parent_session_id")
-        if isinstance(parent, str) and parent:
-            links.append((sid, parent))
     summary.malformed_lines = stats.malformed + stats.oversize
     if links and not dry_run:
         summary.parents_detached = run_write(
@@ -348,8 +352,13 @@ def _calls_in(row: dict[str, Any]) -> int:
 
 
 def _link_parents(conn: Connection, sessions: Table, links: list[tuple[str, str]]) -> int:
+    """Link each session still without a parent; an existing link is never overwritten."""
     detached = 0
     for sid, parent in links:
+        linked = conn.execute(select(sessions.c.parent_session_id)
+                              .where(sessions.c.id == sid)).first()
+        if linked is None or linked.parent_session_id is not None:
+            continue
         seen = {sid}
         current: str | None = parent
         ok = conn.scalar(select(sessions.c.id).where(sessions.c.id == parent)) is not None
@@ -361,7 +370,8 @@ def _link_parents(conn: Connection, sessions: Table, links: list[tuple[str, str]
             current = conn.scalar(select(sessions.c.parent_session_id)
                                   .where(sessions.c.id == current))
         if ok:
-            conn.execute(update(sessions).where(sessions.c.id == sid)
+            conn.execute(update(sessions).where(sessions.c.id == sid,
+                                                sessions.c.parent_session_id.is_(None))
                          .values(parent_session_id=parent))
         else:
             detached += 1

@@ -4,6 +4,7 @@ re-import, append-only growth, malformed lines counted, one failure isolated per
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -360,3 +361,23 @@ def test_jsonl_counters_are_counted_from_the_inserted_rows(head_db: Path, tmp_pa
     assert _import(head_db, path).files[0].sessions_imported == 1
     row = _session(head_db, "counted")
     assert (row["message_count"], row["tool_call_count"]) == (4, 3)
+
+
+def test_rerunning_an_interrupted_jsonl_import_restores_parent_links(head_db: Path,
+                                                                     tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "in.jsonl", [
+        _record("child", parent="root"), _record("root"), _record("kept", parent="root"),
+        _record("orphan", parent="missing"),
+    ])
+    assert _import(head_db, path).files[0].sessions_imported == 4
+    # A kill after the per-record commits but before the link pass leaves every link unset.
+    con = sqlite3.connect(head_db)
+    with con:
+        con.execute("UPDATE sessions SET parent_session_id = NULL WHERE id = 'child'")
+        con.execute("UPDATE sessions SET parent_session_id = 'child' WHERE id = 'kept'")
+    con.close()
+    f = _import(head_db, path).files[0]
+    assert (f.sessions_skipped, f.sessions_imported, f.parents_detached) == (4, 0, 1)
+    assert _session(head_db, "child")["parent_session_id"] == "root"
+    assert _session(head_db, "kept")["parent_session_id"] == "child"  # never overwritten
+    assert _session(head_db, "orphan")["parent_session_id"] is None
