@@ -34,7 +34,10 @@ from sqlalchemy import (
 
 from hermes_store import cjk
 from hermes_store.engine import APPEND_BUDGET_S, reading, run_write
-from hermes_store.errors import UsageError
+from hermes_store.errors import (
+    SchemaMismatchError, StoreBusyError, StoreDamagedError, StoreFullError, StoreReplacedError,
+    UsageError,
+)
 from hermes_store.fts import MULTIMODAL_PREFIX
 from hermes_store.importers import (
     ImportedSession, ReadStats, detect_format, iter_json_lines, parse_claude, parse_codex,
@@ -55,6 +58,10 @@ _RECORD_KEYS = frozenset({"messages", "attachments", "timings", "_export"})
 _BATCH = 500
 _SEQUENCE = table("sqlite_sequence", column("name"), column("seq"))
 SESSIONS = ChatSession.__table__
+#: Failures of the store itself, not of one file or line: every later write would fail the same
+#: way, so they stop the import instead of being recorded against each remaining input.
+_STORE_FAILURES = (StoreFullError, StoreDamagedError, StoreReplacedError, StoreBusyError,
+                   SchemaMismatchError)
 
 Progress = Callable[[str, "FileImportSummary"], None]
 
@@ -124,7 +131,11 @@ class ImportResult:
 def import_paths(engine: Engine, paths: Iterable[str | os.PathLike[str]], *,
                  kind: str | None = None, replace: bool = False, dry_run: bool = False,
                  progress: Progress | None = None) -> ImportResult:
-    """Import each file (format *kind*, else detected); one file's failure never stops the batch."""
+    """Import each file (format *kind*, else detected); one file's failure never stops the batch.
+
+    A failure of the store itself (full, damaged, replaced, busy past the budget, wrong schema)
+    is raised: it is not the file's fault and would fail every remaining file too.
+    """
     if kind not in (None, "jsonl", "claude", "codex"):
         raise UsageError(f"--from {kind!r}: use claude, codex or jsonl")
     result = ImportResult(dry_run=dry_run)
@@ -142,6 +153,8 @@ def import_paths(engine: Engine, paths: Iterable[str | os.PathLike[str]], *,
                 _import_jsonl(engine, path, summary, replace=replace, dry_run=dry_run)
             else:
                 _import_foreign(engine, path, fmt, summary, replace=replace, dry_run=dry_run)
+        except _STORE_FAILURES:
+            raise
         except Exception as err:  # noqa: BLE001 - isolate per file, reported in the summary
             summary.status, summary.error = "failed", f"{type(err).__name__}: {err}"
         if summary.error and summary.status != "failed":
@@ -255,6 +268,8 @@ def _import_jsonl(engine: Engine, path: Path, summary: FileImportSummary, *, rep
                     engine, lambda conn: _write_record(conn, sessions, messages, record, replace,
                                                        dropped_cols),
                     budget=APPEND_BUDGET_S, what=f"import {sid}")
+        except _STORE_FAILURES:
+            raise
         except Exception as err:  # noqa: BLE001 - one line never costs the others
             summary.sessions_failed += 1
             summary.notes.append(f"line {lineno} ({sid}): {type(err).__name__}: {err}")

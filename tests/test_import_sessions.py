@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from hermes_store import importing
 from hermes_store.engine import open_engine, reading
+from hermes_store.errors import StoreFullError
 from hermes_store.exporters import ExportOptions, export_sessions
 from hermes_store.importers import native_session_id
 from hermes_store.importing import ImportResult, import_paths
@@ -381,3 +383,22 @@ def test_rerunning_an_interrupted_jsonl_import_restores_parent_links(head_db: Pa
     assert _session(head_db, "child")["parent_session_id"] == "root"
     assert _session(head_db, "kept")["parent_session_id"] == "child"  # never overwritten
     assert _session(head_db, "orphan")["parent_session_id"] is None
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "claude"])
+def test_a_store_failure_stops_the_import_instead_of_failing_each_file(
+        head_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    def full(*_args: Any, **_kw: Any) -> Any:
+        raise StoreFullError("database or disk is full")
+
+    monkeypatch.setattr(importing, "run_write", full)
+    if kind == "jsonl":
+        first = write_lines(tmp_path / "in.jsonl", [_record("a"), _record("b")])
+    else:
+        first = write_lines(tmp_path / "p" / f"{CLAUDE_ID}.jsonl", claude_lines())
+    second = write_lines(tmp_path / "more.jsonl", [_record("c")])
+    seen: list[str] = []
+    with pytest.raises(StoreFullError):
+        import_paths(open_engine(head_db), [first, second], kind=kind,
+                     progress=lambda path, _summary: seen.append(path))
+    assert seen == [] and _counts(head_db) == (0, 0)
