@@ -45,6 +45,8 @@ _KEEP_DATA_ROWID = 10
 
 _TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
 _WINDOW = "SELECT lo, hi FROM fts_backfill_window"
+_HAS_WINDOW_VIEW = ("SELECT 1 FROM sqlite_master "
+                    "WHERE type = 'view' AND name = 'fts_backfill_window'")
 _BACKFILL_WORD = """
 INSERT INTO messages_fts (rowid, content, tool_name, tool_calls)
 SELECT id, content, tool_name, tool_calls FROM messages_fts_src WHERE id > ? AND id <= ?"""
@@ -113,12 +115,11 @@ def tables(conn: Connection) -> set[str]:
 
 def backfill_window(conn: Connection) -> tuple[int, int] | None:
     """``(P, H)`` while rows are still to be backfilled, else ``None``."""
-    if "state_meta" not in tables(conn):
+    # Before revision 0014 there is no view and so no window. Any other failure must surface:
+    # a window that reads as closed lets optimize_storage drop the _old indexes still serving it.
+    if conn.exec_driver_sql(_HAS_WINDOW_VIEW).first() is None:
         return None
-    try:
-        row = conn.exec_driver_sql(_WINDOW).first()
-    except Exception:  # noqa: BLE001 - before revision 0014 the view does not exist
-        return None
+    row = conn.exec_driver_sql(_WINDOW).first()
     return (int(row[0]), int(row[1])) if row is not None else None
 
 

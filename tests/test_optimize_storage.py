@@ -259,3 +259,28 @@ def test_optimize_merges_segments_and_keeps_indexes_consistent(inline_store) -> 
     maintenance.optimize_storage(path, vacuum=False)
     assert maintenance.optimize(path) == list(maintenance.INDEXES)
     assert_fully_indexed(path)
+
+
+def test_an_unreadable_backfill_window_fails_instead_of_reading_as_closed(inline_store) -> None:
+    path, _ = inline_store
+    con = sqlite3.connect(path)
+    with con:
+        con.execute("DROP VIEW fts_backfill_window")
+        con.execute("CREATE VIEW fts_backfill_window AS SELECT lo, hi FROM lost_window_table")
+    con.close()
+    with pytest.raises(sqlite3.OperationalError, match="lost_window_table"):
+        maintenance.optimize_storage(path, vacuum=False)
+    con = sqlite3.connect(path)
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    finally:
+        con.close()
+    assert {"messages_fts_old", "messages_fts_trigram_old"} <= tables
+
+
+def test_a_store_before_the_window_view_has_no_window(head_db: Path) -> None:
+    con = sqlite3.connect(head_db)
+    with con:
+        con.execute("DROP VIEW fts_backfill_window")
+    con.close()
+    assert window(head_db) is None
