@@ -185,16 +185,18 @@ def _probe_write(conn: Connection) -> Probe:
     return Probe("write_probe", True, "insert/update/delete through the triggers works")
 
 
-def _probe_fts(conn: Connection, table: str) -> Probe:
+def _probe_fts(conn: Connection, names: list[str]) -> list[Probe]:
+    """``maintenance.integrity_problems`` of every FTS5 table, one probe each, rolled back."""
+    for name in names:
+        _quote(name)  # an odd name is refused before anything runs
     trans = conn.begin()
     try:
-        conn.exec_driver_sql(f"INSERT INTO {_quote(table)}({_quote(table)}) VALUES ('integrity-check')")
-    except exc.DBAPIError as err:
-        return Probe(f"fts:{table}", False, f"FTS5 integrity-check failed: {_message(err)}",
-                     "hermes-store repair")
+        problems = maintenance.integrity_problems(conn, names)
     finally:
         trans.rollback()
-    return Probe(f"fts:{table}", True, "FTS5 integrity-check ok")
+    return [Probe(f"fts:{name}", False, f"FTS5 integrity-check failed: {problems[name]}",
+                  "hermes-store repair") if name in problems
+            else Probe(f"fts:{name}", True, "FTS5 integrity-check ok") for name in names]
 
 
 def _probe_quick(conn: Connection, full: bool) -> Probe:
@@ -269,8 +271,7 @@ def probe_store(path: str | Path, *, full: bool = False) -> list[Probe]:
             "; ".join(f"{t} writes to missing {', '.join(g)}" for t, g in dead.items()) or "none",
             "hermes-store repair" if dead else None))
         probes.append(_probe_layout(conn))
-        for table in fts5_tables(rows):
-            probes.append(_probe_fts(conn, table))
+        probes += _probe_fts(conn, fts5_tables(rows))
         tables = {n for t, n, _, _ in rows if t == "table"}
         if {"sessions", "messages"} <= tables:
             probes.append(_probe_write(conn))
@@ -302,9 +303,6 @@ def _schema_surgery(path: Path, dups: list[tuple[str, str, int]]) -> list[str]:
 
 _CONTENT_OPT = re.compile(r"\bcontent\s*=\s*'([^']*)'", re.I)
 _ROWID_OPT = re.compile(r"\bcontent_rowid\s*=\s*'([^']*)'", re.I)
-_WINDOW_SQL = ("SELECT CAST(p.value AS INTEGER), CAST(h.value AS INTEGER) FROM state_meta h "
-               "JOIN state_meta p ON p.key = 'fts_rebuild_progress' "
-               "WHERE h.key = 'fts_rebuild_high_water'")
 
 
 def _attempt(conn: Connection, fn: Callable[[], Any]) -> str | None:
@@ -320,15 +318,6 @@ def _attempt(conn: Connection, fn: Callable[[], Any]) -> str | None:
     return None
 
 
-def _backfill_window(conn: Connection) -> tuple[int, int] | None:
-    """Rows in (progress, high_water] are not indexed yet by design (cli-and-formats §3.4)."""
-    try:
-        row = conn.exec_driver_sql(_WINDOW_SQL).first()
-    except exc.DBAPIError:
-        return None
-    return (int(row[0]), int(row[1])) if row is not None else None
-
-
 def _reindex_external(conn: Connection, table: str, sql: str) -> None:
     """FTS5 ``rebuild`` by hand: empty the index, re-insert every row of its content table."""
     content, rowid = _CONTENT_OPT.search(sql), _ROWID_OPT.search(sql)
@@ -338,7 +327,8 @@ def _reindex_external(conn: Connection, table: str, sql: str) -> None:
     key = rowid.group(1) if rowid else "rowid"
     names = ", ".join(map(_quote, cols))
     where, params = "", ()
-    window = _backfill_window(conn)
+    # Rows in (progress, high_water] are not indexed yet by design (cli-and-formats §3.4).
+    window = maintenance.backfill_window(conn)
     if window is not None:
         where, params = f" WHERE NOT ({_quote(key)} > ? AND {_quote(key)} <= ?)", window
     conn.exec_driver_sql(f"INSERT INTO {_quote(table)}({_quote(table)}) VALUES ('delete-all')")
