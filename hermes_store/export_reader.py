@@ -24,6 +24,7 @@ from sqlalchemy import (
 
 from hermes_store.engine import UndecodableText, reading
 from hermes_store.fts import MULTIMODAL_PREFIX
+from hermes_store.retention import lineage_of
 
 __all__ = [
     "MESSAGE_PAGE", "SANE_MIN_EPOCH", "StoreReader", "content_text", "iso_utc", "sane_time",
@@ -32,7 +33,6 @@ __all__ = [
 MESSAGE_PAGE = 50
 #: Times before 2000 or more than a day ahead are garbage (lessons.md §7: a 5e+246 timestamp).
 SANE_MIN_EPOCH = 946684800.0
-_MAX_LINEAGE = 10_000
 
 
 def sane_time(value: Any) -> float | None:
@@ -169,34 +169,10 @@ class StoreReader:
         return int(count), newest
 
     def lineage_ids(self, session_id: str) -> list[str]:
-        """Compression lineage root→tip through *session_id* (delegate/branch children excluded)."""
-        s = self.sessions.c
-        chain = [session_id]
-        seen = {session_id}
-        current = session_id
-        while len(chain) < _MAX_LINEAGE:
-            parent = self._c.scalar(select(s.parent_session_id).where(s.id == current))
-            if not parent or parent in seen:
-                break
-            if self._c.scalar(select(s.end_reason).where(s.id == parent)) != "compression":
-                break
-            chain.insert(0, parent)
-            seen.add(parent)
-            current = parent
-        current = session_id
-        while len(chain) < _MAX_LINEAGE:
-            if self._c.scalar(select(s.end_reason).where(s.id == current)) != "compression":
-                break
-            child = self._c.scalar(
-                select(s.id).where(s.parent_session_id == current)
-                .order_by(s.started_at, s.id).limit(1)
-            )
-            if not child or child in seen:
-                break
-            chain.append(child)
-            seen.add(child)
-            current = child
-        return chain
+        """Compression lineage root→tip through *session_id*, by the one definition listing and
+        retention use (:func:`hermes_store.retention.lineage_of`); just the id when it has none."""
+        # A cycle in damaged data repeats ids up to the walk's depth bound: each is kept once.
+        return list(dict.fromkeys(lineage_of(self._c, session_id))) or [session_id]
 
     # ---------------------------------------------------------------- messages
     def iter_messages(self, session_id: str, page: int = MESSAGE_PAGE) -> Iterator[dict[str, Any]]:

@@ -242,6 +242,27 @@ def test_markdown_logical_lineage_writes_one_file_with_segments(legacy_db: Calla
     assert verify_markdown(path)
 
 
+def test_logical_lineage_follows_the_continuation_not_an_earlier_subagent(head_db: Path,
+                                                                          tmp_path: Path) -> None:
+    # P spawned subagent S while running, then ended in compression and continued in C.
+    p, sub, cont = "20260601_100000_pppp0000", "20260601_100100_ssss0000", "20260601_110000_cccc0000"
+    _seed(head_db, [
+        {"id": p, "source": "cli", "started_at": T0, "ended_at": T0 + 3600,
+         "end_reason": "compression"},
+        {"id": sub, "source": "cli", "parent_session_id": p, "started_at": T0 + 60,
+         "ended_at": T0 + 120, "end_reason": "user_exit"},
+        {"id": cont, "source": "cli", "parent_session_id": p, "started_at": T0 + 3600},
+    ], [{"session_id": sid, "role": "user", "timestamp": T0 + 3601, "content": f"said in {sid}"}
+        for sid in (p, sub, cont)])
+    (path,) = _export(head_db, f"{tmp_path}/md/", [p], format="md", lineage="logical").files
+    text = Path(path).read_text(encoding="utf-8")
+    assert f"## Compression segment: {p}" in text and f"## Compression segment: {cont}" in text
+    assert sub not in text
+    # The subagent is its own lineage: a compression-ended parent does not make it a segment.
+    (path,) = _export(head_db, f"{tmp_path}/sub/", [sub], format="md", lineage="logical").files
+    assert p not in Path(path).read_text(encoding="utf-8")
+
+
 # --------------------------------------------------------------------------- html
 
 def test_html_escapes_the_transcript_and_is_self_contained(chat_db: Path, tmp_path: Path) -> None:
