@@ -444,20 +444,28 @@ class SessionDB:
 
     def archive_session(self, session_id: str) -> bool:
         """Archive the session's whole lineage (pinned lineages are spared)."""
+        if not self._id_ok(session_id):
+            return False
         result = self._write(lambda c: retention.archive(c, ids=[session_id], include_open=True),
                              what="archive")
         return result.changed > 0
 
     def unarchive_session(self, session_id: str) -> bool:
+        if not self._id_ok(session_id):
+            return False
         result = self._write(lambda c: retention.unarchive(c, ids=[session_id]), what="unarchive")
         return result.changed > 0
 
     def pin_session(self, session_id: str) -> bool:
         """Set the keep flag (pinning an archived session unarchives its lineage)."""
+        if not self._id_ok(session_id):
+            return False
         result = self._write(lambda c: retention.pin(c, [session_id]), what="pin")
         return bool(result.ids)
 
     def unpin_session(self, session_id: str) -> bool:
+        if not self._id_ok(session_id):
+            return False
         result = self._write(lambda c: retention.unpin(c, [session_id]), what="unpin")
         return result.changed > 0
 
@@ -469,6 +477,8 @@ class SessionDB:
     # ----------------------------------------------------------------- meta
 
     def get_meta(self, key: str) -> str | None:
+        if not isinstance(key, str):
+            raise TypeError("a meta key must be a str")
         return self._read(lambda c: sessions.get_meta(c, key))
 
     def set_meta(self, key: str, value: object) -> None:

@@ -182,3 +182,23 @@ def test_never_raised_for_unknown_ids(db: SessionDB) -> None:
     db.update_system_prompt("ghost", "p")
     db.clear_messages("ghost")
     assert db.session_count() == 1
+
+
+@pytest.mark.parametrize("method", ["archive_session", "unarchive_session", "pin_session",
+                                    "unpin_session"])
+def test_keep_and_archive_methods_refuse_a_non_str_id(db: SessionDB, method: str) -> None:
+    with pytest.raises(TypeError):
+        getattr(db, method)(7)
+    with pytest.raises(TypeError):
+        getattr(db, method)(["s1"])
+    row = db.get_session("s1")
+    assert (row["archived"], row["pinned"]) == (0, 0)
+    assert getattr(db, method)("") is False and getattr(db, method)("ghost") is False
+
+
+def test_get_meta_refuses_a_non_str_key_like_set_meta(db: SessionDB) -> None:
+    with pytest.raises(TypeError):
+        db.get_meta(7)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        db.set_meta(7, "x")  # type: ignore[arg-type]
+    assert db.get_meta("absent") is None
