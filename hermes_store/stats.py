@@ -15,13 +15,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, exc
+from sqlalchemy import Connection, exc, func, select
 
 from .errors import SchemaMismatchError
+from .lineage import SANE_FUTURE_S, SANE_MIN_TS, last_activity
 from .migrate import FTS_SHADOW_SUFFIXES, status_of
+from .models import ChatSession
 
-SANE_MIN_EPOCH = 946684800.0  # 2000-01-01: anything older is a corrupt cell, not a session
-SANE_FUTURE_S = 86400.0
+SANE_MIN_EPOCH = SANE_MIN_TS  # the name cli/app.py imports
 WAL_INDEX_VERSION = 3007000
 FTS_SHARE_ADVICE = 0.40
 FREELIST_ADVICE = 0.20
@@ -29,6 +30,7 @@ FREELIST_MIN_PAGES = 16
 WAL_PENDING_ADVICE_FRAMES = 16384  # 64 MiB at 4 KiB pages
 OPEN_ADVICE_RATIO = 0.5
 IDLE_OPEN_S = 86400.0
+_sessions = ChatSession.__table__
 
 # Columns stats reads beyond the legacy ones; their absence means "run upgrade".
 REQUIRED_COLUMNS = {"sessions": ("archived", "pinned", "ended_at", "source", "started_at"),
@@ -38,15 +40,6 @@ _FTS_TABLES_SQL = ("SELECT name FROM sqlite_master WHERE type = 'table' "
                    "AND lower(sql) LIKE 'create virtual table%using fts5%' ORDER BY name")
 # aggregate=TRUE (SQLite 3.31+) returns one row per object instead of one per page.
 _DBSTAT_SQL = "SELECT name, pgsize FROM dbstat WHERE aggregate = TRUE"
-_LAST_ACTIVITY_OPEN_IDLE_SQL = """
-SELECT COUNT(*) FROM sessions s
-WHERE s.ended_at IS NULL AND MAX(
-    CASE WHEN s.started_at BETWEEN :lo AND :hi THEN s.started_at ELSE 0 END,
-    CASE WHEN s.last_activity_at BETWEEN :lo AND :hi THEN s.last_activity_at ELSE 0 END,
-    COALESCE((SELECT MAX(m.timestamp) FROM messages m
-              WHERE m.session_id = s.id AND m.timestamp BETWEEN :lo AND :hi), 0)
-) < :cutoff
-"""
 
 
 @dataclass
@@ -128,7 +121,7 @@ class StoreStats:
 
 def sane_window(now: float | None = None) -> tuple[float, float]:
     now = time.time() if now is None else now
-    return SANE_MIN_EPOCH, now + SANE_FUTURE_S
+    return SANE_MIN_TS, now + SANE_FUTURE_S
 
 
 # --------------------------------------------------------------------------- file level
@@ -243,10 +236,13 @@ def layout_info(conn: Connection) -> dict[str, Any]:
 
 def idle_open_sessions(conn: Connection, idle_s: float = IDLE_OPEN_S,
                        now: float | None = None) -> int:
-    lo, hi = sane_window(now)
-    cutoff = (time.time() if now is None else now) - idle_s
-    return int(conn.exec_driver_sql(
-        _LAST_ACTIVITY_OPEN_IDLE_SQL, {"lo": lo, "hi": hi, "cutoff": cutoff}).scalar() or 0)
+    """Open sessions whose last activity (the expression every listing uses) is older than
+    ``idle_s``."""
+    now = time.time() if now is None else now
+    return int(conn.execute(
+        select(func.count()).select_from(_sessions)
+        .where(_sessions.c.ended_at.is_(None), last_activity(_sessions, now) < now - idle_s)
+    ).scalar() or 0)
 
 
 def collect(conn: Connection, path: Path) -> StoreStats:

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 from cli_support import add_session, run, run_json, sha256
+from sqlalchemy import select
 
-from hermes_store import migrate
+from hermes_store import lineage, migrate, stats
+from hermes_store.engine import open_engine, reading
 from hermes_store.stats import has_wal_reset_bug, wal_state
 
 
@@ -163,3 +165,25 @@ def test_doctor_on_a_store_behind_the_code_exits_6(legacy_db) -> None:
 def test_the_wal_reset_bug_is_flagged_by_version(version: tuple[int, int, int],
                                                  affected: bool) -> None:
     assert has_wal_reset_bug(version) is affected
+
+
+def test_idle_open_sessions_judges_activity_like_every_listing(head_db: Path) -> None:
+    now = 1_800_000_000.0
+    con = sqlite3.connect(head_db)
+    with con:
+        con.executemany(
+            "INSERT INTO sessions (id, source, started_at, last_activity_at) "
+            "VALUES (?, 'cli', ?, ?)",
+            [("idle", now - 3 * 86400, None),
+             ("active", now - 3 * 86400, now - 60),
+             # Only garbage timestamps: the shared expression falls back to started_at as is.
+             ("clock_skewed", now + 10 * 365 * 86400, None)])
+    con.close()
+    engine = open_engine(head_db)
+    with reading(engine) as conn:
+        assert stats.idle_open_sessions(conn, now=now) == 1
+        shared = conn.execute(
+            select(lineage.sessions.c.id).where(
+                lineage.sessions.c.ended_at.is_(None),
+                lineage.last_activity(lineage.sessions, now) < now - stats.IDLE_OPEN_S)).all()
+    assert [r.id for r in shared] == ["idle"]
