@@ -36,9 +36,10 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, exc
 
-from . import __version__, migrate
+from . import __version__, maintenance, migrate
 from .backup import copy_with_sidecars, require_free_space, store_bytes
-from .engine import FILE_MODE, checkpoint, forget, is_lock_error, open_engine, run_write
+from .engine import (FILE_MODE, checkpoint, forget, is_lock_error, open_engine, reading,
+                     run_write)
 from .errors import StoreNotFoundError, UsageError
 from .holders import SIDECAR_SUFFIXES, ensure_not_held
 from .models import Base
@@ -425,8 +426,8 @@ def _salvage(copy: Path, out_path: Path, report: RecoveryReport, chunk: int, all
         migrate.upgrade(out_path)
         os.chmod(out_path, FILE_MODE)
         engine = open_engine(out_path)
-        fresh = set(run_write(engine, lambda c: [r[0] for r in c.exec_driver_sql(
-            "SELECT name FROM sqlite_master WHERE type = 'table'")], what="recover"))
+        with reading(engine) as conn:
+            fresh = maintenance.tables(conn)
         skip = _SKIP_TABLES | _fts_related(tables)
         canonical = [t for t in Base.metadata.tables if t in tables]
         extras = sorted(t for t in tables if t not in fresh and t not in skip
