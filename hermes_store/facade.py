@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine
 
 from . import engine as engine_mod
-from . import compaction, fts, lineage, messages, migrate, queries, retention, sessions, titles
+from . import fts, lineage, maintenance, messages, migrate, queries, retention, sessions, titles
 from .errors import SchemaMismatchError
 from .paths import resolve_db_path
 
@@ -472,7 +472,7 @@ class SessionDB:
     def vacuum(self) -> None:
         """Optimise the search indexes, VACUUM, then a TRUNCATE checkpoint (in that order, so
         the WAL VACUUM wrote is emptied rather than left at the size of the file)."""
-        compaction.optimize(self.engine)
+        maintenance.compact(self.engine)
 
     # ----------------------------------------------------------------- meta
 

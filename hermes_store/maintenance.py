@@ -1,4 +1,5 @@
-"""Storage maintenance: moving off the inline index, FTS upkeep, integrity (not retention).
+"""Storage maintenance: moving off the inline index, FTS upkeep and ``compact`` (the
+``optimize`` verb), integrity (not retention).
 
 ``optimize_storage`` finishes what revision 0013 started cheaply:
 
@@ -22,15 +23,18 @@ Progress is reported as ``progress(phase, done, total)`` with phases ``backfill`
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Connection, Engine
 
 from . import cjk
+from .backup import require_free_space
 from .engine import checkpoint, engine_path, open_engine, reading, run_write
-from .engine import vacuum as vacuum_store  # ``vacuum`` is optimize_storage's flag
+from .engine import vacuum as vacuum_store  # ``vacuum`` is a flag of the verbs below
 from .paths import resolve_db_path
 
 Progress = Callable[[str, int, int], None]
@@ -236,6 +240,69 @@ def optimize(target: str | os.PathLike[str] | Engine | None = None) -> list[str]
         pass
     run_write(engine, unit, what="optimize")
     return done
+
+
+@dataclass
+class Sizes:
+    """Bytes of the main file and of its ``-wal`` (``optimize`` prints both)."""
+
+    main: int
+    wal: int
+
+    @classmethod
+    def of(cls, path: Path) -> Sizes:
+        wal = Path(f"{path}-wal")
+        return cls(path.stat().st_size if path.exists() else 0,
+                   wal.stat().st_size if wal.exists() else 0)
+
+
+@dataclass
+class OptimizeResult:
+    """What ``compact`` did: sizes before and after, the steps run, the indexes merged."""
+
+    before: Sizes
+    after: Sizes
+    steps: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def preflight(path: Path) -> None:
+    """VACUUM needs about the store's size free beside it and again in the temp directory."""
+    need = path.stat().st_size
+    require_free_space(path.parent, need, "optimize (VACUUM)")
+    require_free_space(Path(tempfile.gettempdir()), need, "optimize (VACUUM's temp copy)")
+
+
+def compact(engine: Engine, progress: Callable[[str], None] | None = None, *,
+            vacuum: bool = True) -> OptimizeResult:
+    """``optimize`` (cli-and-formats.md §3.4): :func:`optimize`, a PASSIVE checkpoint so VACUUM
+    starts from a short WAL, ``VACUUM``, then a TRUNCATE checkpoint.
+
+    VACUUM writes the whole file through the WAL: without the last step a 3 GB store leaves a
+    3 GB ``-wal`` behind (lessons.md §8). The caller owns the whole-file preconditions (no other
+    holder, free disk); :func:`preflight` states the disk one. ``progress`` gets each step's name.
+    """
+    path = Path(engine_path(engine))
+    note = progress or (lambda step: None)
+    result = OptimizeResult(Sizes.of(path), Sizes.of(path))
+    note("merging FTS segments")
+    result.merged = optimize(engine)
+    result.steps += ["fts optimize", "pragma optimize"]
+    note("checkpoint (PASSIVE)")
+    checkpoint(engine, "PASSIVE")
+    result.steps.append("checkpoint passive")
+    if vacuum:
+        note("VACUUM")
+        vacuum_store(engine)
+        result.steps.append("vacuum")
+    note("checkpoint (TRUNCATE)")
+    checkpoint(engine, "TRUNCATE")
+    result.steps.append("checkpoint truncate")
+    result.after = Sizes.of(path)
+    return result
 
 
 def integrity_problems(conn: Connection,

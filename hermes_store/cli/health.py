@@ -10,7 +10,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from .. import compaction, maintenance, stats
+from .. import maintenance, stats
 from ..backup import require_free_space
 from ..engine import open_engine, reading
 from ..holders import ensure_not_held, find_holders
@@ -162,8 +162,8 @@ def optimize(obj: Ctx, force: bool) -> None:
     holders = ensure_not_held(obj.db, force=force, what="optimize")
     for pid, cmd in holders:
         obj.note(f"warning: --force: pid {pid} ({cmd}) holds the store")
-    compaction.preflight(obj.db)
-    result = compaction.optimize(open_engine(obj.db), progress=lambda s: obj.note(f"{s} …"))
+    maintenance.preflight(obj.db)
+    result = maintenance.compact(open_engine(obj.db), progress=lambda s: obj.note(f"{s} …"))
     b, a = result.before, result.after
     obj.emit("optimize", {"path": str(obj.db), **result.to_dict()},
              f"{obj.db}: main {size(b.main)} -> {size(a.main)}, "
