@@ -343,10 +343,20 @@ def _write_record(conn: Connection, sessions: Table, messages: Table, record: di
         out["session_id"] = sid
         rows.append(out)
     _insert_messages(conn, messages, rows, keep_ids=True)
-    # The record's counters may be stale or wrong: the rows just written are the truth.
-    conn.execute(update(sessions).where(sessions.c.id == sid).values(
-        message_count=len(rows), tool_call_count=sum(_calls_in(r) for r in rows)))
+    # A backup restores what the store held (the agent's own stores carry counters that do not
+    # match a recount, and adoption keeps them too); only a record without counters is counted.
+    counted = {}
+    if not _is_count(record.get("message_count")):
+        counted["message_count"] = len(rows)
+    if not _is_count(record.get("tool_call_count")):
+        counted["tool_call_count"] = sum(_calls_in(r) for r in rows)
+    if counted:
+        conn.execute(update(sessions).where(sessions.c.id == sid).values(**counted))
     return "replaced" if exists else "imported"
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _calls_in(row: dict[str, Any]) -> int:

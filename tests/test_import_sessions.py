@@ -347,7 +347,8 @@ def test_jsonl_of_the_agents_own_export_is_accepted(head_db: Path, tmp_path: Pat
     assert msgs[0]["content"].startswith("\x00json:") and json.loads(msgs[1]["tool_calls"])[0]["id"] == "c1"
 
 
-def test_jsonl_counters_are_counted_from_the_inserted_rows(head_db: Path, tmp_path: Path) -> None:
+def test_jsonl_counters_are_restored_as_stored_or_counted_when_missing(head_db: Path,
+                                                                       tmp_path: Path) -> None:
     calls = [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
              {"id": "c2", "type": "function", "function": {"name": "pwd", "arguments": "{}"}}]
     path = write_lines(tmp_path / "in.jsonl", [{
@@ -360,9 +361,16 @@ def test_jsonl_counters_are_counted_from_the_inserted_rows(head_db: Path, tmp_pa
             {"role": "tool", "content": "out", "tool_call_id": "c1", "tool_calls": calls},
         ]],
     }])
-    assert _import(head_db, path).files[0].sessions_imported == 1
-    row = _session(head_db, "counted")
-    assert (row["message_count"], row["tool_call_count"]) == (4, 3)
+    record = json.loads(path.read_text())
+    del record["message_count"], record["tool_call_count"]
+    record["id"] = "uncounted"
+    with path.open("a") as fh:
+        fh.write(json.dumps(record) + "\n")
+    assert _import(head_db, path).files[0].sessions_imported == 2
+    stored = _session(head_db, "counted")
+    assert (stored["message_count"], stored["tool_call_count"]) == (99, 42)
+    counted = _session(head_db, "uncounted")
+    assert (counted["message_count"], counted["tool_call_count"]) == (4, 3)
 
 
 def test_rerunning_an_interrupted_jsonl_import_restores_parent_links(head_db: Path,
