@@ -23,24 +23,23 @@ from sqlalchemy import (
 )
 
 from hermes_store.engine import UndecodableText, reading
+from hermes_store.lineage import SANE_FUTURE_S, SANE_MIN_TS
 from hermes_store.fts import MULTIMODAL_PREFIX
 from hermes_store.retention import lineage_of
 
 __all__ = [
-    "MESSAGE_PAGE", "SANE_MIN_EPOCH", "StoreReader", "content_text", "iso_utc", "sane_time",
+    "MESSAGE_PAGE", "StoreReader", "content_text", "iso_utc", "sane_time",
 ]
 
 MESSAGE_PAGE = 50
-#: Times before 2000 or more than a day ahead are garbage (lessons.md §7: a 5e+246 timestamp).
-SANE_MIN_EPOCH = 946684800.0
 
 
 def sane_time(value: Any) -> float | None:
-    """The value as an epoch if it is a plausible time, else None."""
+    """The value as an epoch if it is a plausible time (lineage's sane window), else None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     v = float(value)
-    if not math.isfinite(v) or v < SANE_MIN_EPOCH or v > time.time() + 86400:
+    if not math.isfinite(v) or v < SANE_MIN_TS or v > time.time() + SANE_FUTURE_S:
         return None
     return v
 

@@ -29,7 +29,7 @@ from sqlalchemy import Connection, exc
 from sqlalchemy.orm import Session
 
 from . import fts
-from .fts import And, Node, Not, Or, Term
+from .fts import And, Node, Not, Term
 
 log = logging.getLogger(__name__)
 

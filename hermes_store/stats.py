@@ -22,7 +22,6 @@ from .lineage import SANE_FUTURE_S, SANE_MIN_TS, last_activity
 from .migrate import FTS_SHADOW_SUFFIXES, status_of
 from .models import ChatSession
 
-SANE_MIN_EPOCH = SANE_MIN_TS  # the name cli/app.py imports
 WAL_INDEX_VERSION = 3007000
 FTS_SHARE_ADVICE = 0.40
 FREELIST_ADVICE = 0.20

@@ -27,14 +27,14 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from sqlalchemy import (ColumnElement, Connection, Engine, MetaData, Table, func,
                         literal_column, select)
 
-from .. import __version__, lineage, migrate, sessions, stats
+from .. import __version__, lineage, migrate, sessions
 from ..engine import open_engine
 from ..errors import (AmbiguousSessionError, HermesStoreError, SchemaMismatchError,
                       SessionNotFoundError, StoreNotFoundError, UsageError)
 from ..filters import SessionFilter
 from ..paths import resolve_db_path
 
-SANE_MIN, SANE_FUTURE = stats.SANE_MIN_EPOCH, stats.SANE_FUTURE_S
+SANE_MIN, SANE_FUTURE = lineage.SANE_MIN_TS, lineage.SANE_FUTURE_S
 MIN_PREFIX = 4
 MAX_CANDIDATES = 10
 # The session item of §1.3, in order.
