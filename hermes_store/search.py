@@ -99,7 +99,7 @@ WHERE messages_fts_cjk MATCH ? ORDER BY rank LIMIT ?""",
 _SPLIT = " AND NOT EXISTS (SELECT 1 FROM messages_cjk AS c WHERE c.id = messages_fts.rowid)"
 _LITERAL_CHECK = """
 SELECT id FROM messages WHERE id IN (SELECT value FROM json_each(?))
-  AND (content LIKE ? ESCAPE '\\' OR tool_name LIKE ? ESCAPE '\\')"""
+  AND (content LIKE ? ESCAPE '\\' OR tool_name LIKE ? ESCAPE '\\') IS TRUE"""
 
 _SCORE_RE = re.compile(r"bm25\(\w+\)")
 # Only the ids of a term's hits travel back to Python (every text value costs a decode).
@@ -246,7 +246,11 @@ def _bigram_leaf(term: Term) -> str:
 
 
 def _like(tree: Node, columns: Sequence[str]) -> tuple[str, list[str]]:
-    return fts.render_like(tree, columns)
+    # A bare ``col LIKE ?`` in WHERE makes SQLite re-prepare the statement at every execution
+    # (the bound pattern might allow the LIKE index optimization, useless for our "%…%"
+    # patterns); behind IS TRUE the filter is the same and the prepared statement is reused.
+    like, params = fts.render_like(tree, columns)
+    return f"({like}) IS TRUE", params
 
 
 def _like_part(template: str, tree: Node, columns: Sequence[str],
