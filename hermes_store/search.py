@@ -128,13 +128,17 @@ SELECT page.*, {snippet} AS fts_snippet,
   CASE WHEN page.origin = 'text' THEN m.content END AS content,
   CASE WHEN page.origin = 'text' THEN m.tool_calls END AS tool_calls,
   {ctx_self} AS ctx_self,
-  (SELECT json_array(p.role, {ctx_p}) FROM messages AS p WHERE p.session_id = m.session_id
-     AND (p.timestamp, p.id) < (m.timestamp, m.id)
-   ORDER BY p.timestamp DESC, p.id DESC LIMIT 1) AS ctx_prev,
-  (SELECT json_array(n.role, {ctx_n}) FROM messages AS n WHERE n.session_id = m.session_id
-     AND (n.timestamp, n.id) > (m.timestamp, m.id)
-   ORDER BY n.timestamp ASC, n.id ASC LIMIT 1) AS ctx_next
+  p.id AS prev_id, p.role AS prev_role, {ctx_p} AS prev_text,
+  n.id AS next_id, n.role AS next_role, {ctx_n} AS next_text
 FROM page JOIN messages AS m ON m.id = page.id
+LEFT JOIN messages AS p ON p.id = (
+  SELECT b.id FROM messages AS b WHERE b.session_id = m.session_id
+     AND (b.timestamp, b.id) < (m.timestamp, m.id)
+   ORDER BY b.timestamp DESC, b.id DESC LIMIT 1)
+LEFT JOIN messages AS n ON n.id = (
+  SELECT a.id FROM messages AS a WHERE a.session_id = m.session_id
+     AND (a.timestamp, a.id) > (m.timestamp, m.id)
+   ORDER BY a.timestamp ASC, a.id ASC LIMIT 1)
 ORDER BY {outer_order}"""
 # Filters read only columns stored before ``content`` (session_id, role), so checking them
 # never walks a long message's overflow pages.
@@ -389,12 +393,12 @@ def _context(row: Any) -> list[dict[str, str]]:
     """The hit and its neighbours in the session; ``[]`` if a neighbour cannot be read."""
     try:
         out = []
-        for packed, role in ((row["ctx_prev"], None), (None, row["role"]), (row["ctx_next"], None)):
-            if packed is not None:
-                role, content = json.loads(packed)
-                out.append({"role": role, "content": _context_text(content)})
-            elif role is not None:
-                out.append({"role": role, "content": _context_text(row["ctx_self"])})
+        if row["prev_id"] is not None:
+            out.append({"role": row["prev_role"], "content": _context_text(row["prev_text"])})
+        if row["role"] is not None:
+            out.append({"role": row["role"], "content": _context_text(row["ctx_self"])})
+        if row["next_id"] is not None:
+            out.append({"role": row["next_role"], "content": _context_text(row["next_text"])})
         return out
     except (ValueError, TypeError) as err:
         log.warning("search context unavailable for message %s: %s", row["id"], err)
