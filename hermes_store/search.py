@@ -111,6 +111,7 @@ _SCOPE_COLUMNS = ("sc.text", "sc.tool_name")
 # One statement for the page: hits are merged, filtered, ordered and cut, and only then are
 # snippets (FTS5's, for index hits), stored text (for the others) and neighbours looked up, for
 # the page's rows alone. Row values let each neighbour be one seek in idx_messages_session.
+# ``_hit`` and ``_context`` read the result columns by position, in this order.
 _PAGE = """
 WITH hits(id, rank, origin) AS MATERIALIZED ({hits}),
 matched AS MATERIALIZED (
@@ -207,16 +208,13 @@ class _Sql:
         return _Sql(" UNION ALL ".join(p.text for p in parts), [x for p in parts for x in p.params])
 
 
-def _fetch(conn: Connection, sql: str, params: Sequence[Any] = (), *,
-           named: bool = False) -> list[Any]:
-    """Run a read on the DB-API connection under ``conn`` (same transaction).
+def _fetch(conn: Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    """Run a read on the DB-API connection under ``conn`` (same transaction); plain tuples.
 
     Search statements are read-only FTS5 SQL built from fixed fragments; SQLAlchemy's
     per-statement result machinery cost as much as the statements themselves here.
     """
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    if named:
-        cursor.row_factory = sqlite3.Row
     try:
         return cursor.execute(sql, tuple(params)).fetchall()
     finally:
@@ -389,26 +387,37 @@ def _context_text(content: str | None) -> str:
     return content[:CONTEXT_CHARS]
 
 
-def _context(row: Any) -> list[dict[str, str]]:
+def _context(row: Sequence[Any]) -> list[dict[str, str]]:
     """The hit and its neighbours in the session; ``[]`` if a neighbour cannot be read."""
+    (hit_id, _sid, role, *_, ctx_self, prev_id, prev_role, prev_text, next_id, next_role,
+     next_text) = row
     try:
         out = []
-        if row["prev_id"] is not None:
-            out.append({"role": row["prev_role"], "content": _context_text(row["prev_text"])})
-        if row["role"] is not None:
-            out.append({"role": row["role"], "content": _context_text(row["ctx_self"])})
-        if row["next_id"] is not None:
-            out.append({"role": row["next_role"], "content": _context_text(row["next_text"])})
+        if prev_id is not None:
+            out.append({"role": prev_role, "content": _context_text(prev_text)})
+        if role is not None:
+            out.append({"role": role, "content": _context_text(ctx_self)})
+        if next_id is not None:
+            out.append({"role": next_role, "content": _context_text(next_text)})
         return out
     except (ValueError, TypeError) as err:
-        log.warning("search context unavailable for message %s: %s", row["id"], err)
+        log.warning("search context unavailable for message %s: %s", hit_id, err)
         return []
 
 
-def _snippet(row: Any, terms: list[str]) -> str:
-    if row["origin"] == "text":
-        return fts.snippet_from_text([row["content"], row["tool_name"], row["tool_calls"]], terms)
-    return row["fts_snippet"] or ""
+def _hit(row: Sequence[Any], terms: list[str], known: dict[int, str]) -> dict[str, Any]:
+    """The result dict of one page row (columns in ``_PAGE``'s order)."""
+    (hit_id, session_id, role, timestamp, tool_name, source, model, started_at, _best, origin,
+     fts_snippet, content, tool_calls) = row[:13]
+    if hit_id in known:
+        snippet = known[hit_id]
+    elif origin == "text":
+        snippet = fts.snippet_from_text([content, tool_name, tool_calls], terms)
+    else:
+        snippet = fts_snippet or ""
+    return {"id": hit_id, "session_id": session_id, "role": role, "snippet": snippet,
+            "timestamp": timestamp, "tool_name": tool_name, "source": source, "model": model,
+            "session_started": started_at, "context": _context(row)}
 
 
 def _page(conn: Connection, hits: _Sql, tree: Node, layout: Layout, order: str,
@@ -437,7 +446,7 @@ def _page(conn: Connection, hits: _Sql, tree: Node, layout: Layout, order: str,
                        outer_order=outer, snippet=snippet,
                        ctx_self=_CONTEXT_TEXT.format(t="m"), ctx_p=_CONTEXT_TEXT.format(t="p"),
                        ctx_n=_CONTEXT_TEXT.format(t="n"))
-    return _fetch(conn, sql, params, named=True)
+    return _fetch(conn, sql, params)
 
 
 def _is_match_error(err: BaseException) -> bool:
@@ -552,18 +561,4 @@ def _search(conn: Connection, tree: Node, sources: list[str] | None,
     if not page:
         return []
     terms = [t.text for t in fts.positive_terms(tree)]
-    return [
-        {
-            "id": row["id"],
-            "session_id": row["session_id"],
-            "role": row["role"],
-            "snippet": known[row["id"]] if row["id"] in known else _snippet(row, terms),
-            "timestamp": row["timestamp"],
-            "tool_name": row["tool_name"],
-            "source": row["source"],
-            "model": row["model"],
-            "session_started": row["started_at"],
-            "context": _context(row),
-        }
-        for row in page
-    ]
+    return [_hit(row, terms, known) for row in page]
