@@ -96,6 +96,15 @@ FROM messages_fts_trigram WHERE messages_fts_trigram MATCH ? ORDER BY rank LIMIT
     "bigram": """SELECT rowid, rank, 'text', NULL FROM messages_fts_cjk
 WHERE messages_fts_cjk MATCH ? ORDER BY rank LIMIT ?""",
 }
+# A bigram-only query has no FTS5 snippet to collect on the way, so its top rows are a CTE of
+# the page statement itself; ``tie_cut`` says the cut fell inside a group of equal ranks (the
+# page is then run again with a deeper cut, as ``_top_rows`` does).
+_BIGRAM_TOP_CTE = """top(id, rank) AS MATERIALIZED (
+  SELECT rowid, rank FROM messages_fts_cjk WHERE messages_fts_cjk MATCH ? ORDER BY rank LIMIT ?),
+"""
+_TOP_HITS = "SELECT id, rank, 'text' FROM top"
+_TIE_CUT = """(SELECT count(*) = ?
+     AND max(rank) = (SELECT rank FROM top ORDER BY rank LIMIT 1 OFFSET ?) FROM top)"""
 _SPLIT = " AND NOT EXISTS (SELECT 1 FROM messages_cjk AS c WHERE c.id = messages_fts.rowid)"
 _LITERAL_CHECK = """
 SELECT id FROM messages WHERE id IN (SELECT value FROM json_each(?))
@@ -113,7 +122,7 @@ _SCOPE_COLUMNS = ("sc.text", "sc.tool_name")
 # the page's rows alone. Row values let each neighbour be one seek in idx_messages_session.
 # ``_hit`` and ``_context`` read the result columns by position, in this order.
 _PAGE = """
-WITH hits(id, rank, origin) AS MATERIALIZED ({hits}),
+WITH {top}hits(id, rank, origin) AS MATERIALIZED ({hits}),
 matched AS MATERIALIZED (
   SELECT h.id AS id, min(h.rank) AS best, max(h.origin) AS origin FROM hits AS h{filters}
   GROUP BY h.id),
@@ -130,7 +139,8 @@ SELECT page.*, {snippet} AS fts_snippet,
   CASE WHEN page.origin = 'text' THEN m.tool_calls END AS tool_calls,
   {ctx_self} AS ctx_self,
   p.id AS prev_id, p.role AS prev_role, {ctx_p} AS prev_text,
-  n.id AS next_id, n.role AS next_role, {ctx_n} AS next_text
+  n.id AS next_id, n.role AS next_role, {ctx_n} AS next_text,
+  {tie_cut} AS tie_cut
 FROM page JOIN messages AS m ON m.id = page.id
 LEFT JOIN messages AS p ON p.id = (
   SELECT b.id FROM messages AS b WHERE b.session_id = m.session_id
@@ -389,8 +399,8 @@ def _context_text(content: str | None) -> str:
 
 def _context(row: Sequence[Any]) -> list[dict[str, str]]:
     """The hit and its neighbours in the session; ``[]`` if a neighbour cannot be read."""
-    (hit_id, _sid, role, *_, ctx_self, prev_id, prev_role, prev_text, next_id, next_role,
-     next_text) = row
+    hit_id, role = row[0], row[2]
+    ctx_self, prev_id, prev_role, prev_text, next_id, next_role, next_text = row[13:20]
     try:
         out = []
         if prev_id is not None:
@@ -422,8 +432,12 @@ def _hit(row: Sequence[Any], terms: list[str], known: dict[int, str]) -> dict[st
 
 def _page(conn: Connection, hits: _Sql, tree: Node, layout: Layout, order: str,
           source_filter: list[str] | None, exclude_sources: list[str] | None,
-          role_filter: list[str] | None, limit: int, offset: int) -> list[Any]:
-    params: list[Any] = list(hits.params)
+          role_filter: list[str] | None, limit: int, offset: int,
+          top: tuple[str, int] | None = None) -> list[Any]:
+    """The page's rows; ``top`` (a bigram MATCH and how deep to cut it) makes the hits that
+    index's best rows, with a ``tie_cut`` flag (see ``_BIGRAM_TOP_CTE``)."""
+    params: list[Any] = [*top] if top else []
+    params += hits.params
     filters = ""
     if source_filter is not None or exclude_sources or role_filter:
         filters = _FILTERS
@@ -441,9 +455,12 @@ def _page(conn: Connection, hits: _Sql, tree: Node, layout: Layout, order: str,
     snippet = ("CASE page.origin " + " ".join(_SNIPPET_CASES[c] for c in cases) + " END"
                if cases else "NULL")
     params += [fts.render_match(tree, c) for c in cases]  # type: ignore[arg-type]
+    if top:
+        params += [top[1], offset + limit - 1]
     inner, outer = _ORDERS[order]
-    sql = _PAGE.format(hits=hits.text, filters=filters, cut=cut, inner_order=inner,
-                       outer_order=outer, snippet=snippet,
+    sql = _PAGE.format(top=_BIGRAM_TOP_CTE if top else "", hits=hits.text, filters=filters,
+                       cut=cut, inner_order=inner, outer_order=outer, snippet=snippet,
+                       tie_cut=_TIE_CUT if top else "0",
                        ctx_self=_CONTEXT_TEXT.format(t="m"), ctx_p=_CONTEXT_TEXT.format(t="p"),
                        ctx_n=_CONTEXT_TEXT.format(t="n"))
     return _fetch(conn, sql, params)
@@ -546,6 +563,9 @@ def _search(conn: Connection, tree: Node, sources: list[str] | None,
         hits = None
         if ranked and sort is None and sources is None and not excluded and not roles:
             shortcut = _top_parts(route, tree, layout)
+            if shortcut is not None and route == "bigram":
+                return _results(_bigram_page(conn, tree, layout, shortcut[1], limit, offset),
+                                tree, {})
             if shortcut is not None:
                 hits, known = _top_candidates(conn, shortcut[0], offset + limit, shortcut[1])
         if hits is None:
@@ -558,6 +578,23 @@ def _search(conn: Connection, tree: Node, sources: list[str] | None,
         ranked = False
     order = sort or ("rank" if ranked else "newest")
     page = _page(conn, hits, tree, layout, order, sources, excluded, roles, limit, offset)
+    return _results(page, tree, known)
+
+
+def _bigram_page(conn: Connection, tree: Node, layout: Layout, extra: list[_Sql], limit: int,
+                 offset: int) -> list[Any]:
+    """The ranked page of a bigram-only query in one statement, cut deeper while ties demand."""
+    match, fetch = _render(tree, _bigram_leaf), offset + limit + TIE_SLACK
+    hits = _Sql.union([_Sql(_TOP_HITS, []), *extra])
+    while True:
+        page = _page(conn, hits, tree, layout, "rank", None, None, None, limit, offset,
+                     top=(match, fetch))
+        if not page or not page[0][20]:
+            return page
+        fetch *= 2
+
+
+def _results(page: list[Any], tree: Node, known: dict[int, str]) -> list[dict[str, Any]]:
     if not page:
         return []
     terms = [t.text for t in fts.positive_terms(tree)]
