@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection, exc, func, select
 
+from . import layout
 from .errors import SchemaMismatchError
 from .lineage import SANE_FUTURE_S, SANE_MIN_TS, last_activity
 from .migrate import FTS_SHADOW_SUFFIXES, status_of
@@ -210,13 +211,33 @@ def state_markers(conn: Connection) -> dict[str, str]:
         return {}
 
 
+def _layout_state(conn: Connection, markers: dict[str, str], fts: list[str]) -> str:
+    """What the derived indexes are, read from the schema itself (a stamp, if any, wins)."""
+    stamp = next((v for k, v in sorted(markers.items()) if "layout" in k), None)
+    if stamp:
+        return stamp
+    word_sql = conn.exec_driver_sql(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'messages_fts'").scalar()
+    compact_sql = "".join((word_sql or "").split()).lower()
+    if word_sql is not None and "messages_fts_src" not in compact_sql:
+        return "legacy (inline)" if "content=" not in compact_sql else "legacy (external content)"
+    missing = layout.missing_objects(conn)
+    if len(missing) == len(layout.expected_objects()):
+        return "none"
+    state = "compact" if not missing else (
+        f"compact, incomplete ({len(missing)} objects missing: hermes-store repair)")
+    if any(t.endswith("_old") for t in fts):
+        state += "; old inline index awaiting hermes-store optimize-storage"
+    return state
+
+
 def layout_info(conn: Connection) -> dict[str, Any]:
     """The derived-index layout as recorded in ``state_meta``; any keys may be absent."""
     markers = state_markers(conn)
     relevant = {k: v for k, v in markers.items() if "fts" in k or "layout" in k}
-    version = next((v for k, v in sorted(relevant.items()) if "layout" in k), None)
-    info: dict[str, Any] = {"version": version, "markers": relevant, "fts_tables": fts_tables(conn),
-                            "backfill": None}
+    present = fts_tables(conn)
+    info: dict[str, Any] = {"version": _layout_state(conn, relevant, present), "markers": relevant,
+                            "fts_tables": present, "backfill": None}
     high, progress = relevant.get("fts_rebuild_high_water"), relevant.get("fts_rebuild_progress")
     if high is not None:
         try:

@@ -187,3 +187,17 @@ def test_idle_open_sessions_judges_activity_like_every_listing(head_db: Path) ->
                 lineage.sessions.c.ended_at.is_(None),
                 lineage.last_activity(lineage.sessions, now) < now - stats.IDLE_OPEN_S)).all()
     assert [r.id for r in shared] == ["idle"]
+
+
+def test_the_layout_is_read_from_the_schema(head_db: Path, legacy_db) -> None:
+    def layout_of(path: Path) -> str:
+        with reading(open_engine(path, readonly=True)) as conn:
+            return stats.layout_info(conn)["version"]
+
+    assert layout_of(head_db) == "compact"
+    assert layout_of(legacy_db(11)) == "legacy (inline)"
+    con = sqlite3.connect(head_db)
+    con.execute("DROP VIEW messages_search_scope")
+    con.close()
+    assert "incomplete" in layout_of(head_db) and "repair" in layout_of(head_db)
+    assert layout_of(legacy_db(6)) == "legacy (external content)"

@@ -56,7 +56,7 @@ def _render_stats(st: stats.StoreStats) -> None:
     else:
         con.print(st.space.note or "per-table sizes unavailable")
     layout = st.layout
-    con.print(f"layout    {layout.get('version') or 'not stamped'}; indexes: "
+    con.print(f"layout    {layout.get('version')}; indexes: "
               f"{', '.join(layout['fts_tables']) or 'none'}")
     backfill = layout.get("backfill")
     if backfill and backfill.get("pending"):

@@ -99,7 +99,7 @@ def current(obj: Ctx) -> None:
     if caps:
         backfill = caps["backfill"] or {}
         lines += [f"journal:  {caps['journal_mode']}",
-                  f"layout:   {caps['layout_version'] or 'not stamped'}"
+                  f"layout:   {caps['layout_version']}"
                   + (" (backfill pending)" if backfill.get("pending") else ""),
                   f"fts5:     {'yes' if caps['fts5'] else 'no'}, trigram: "
                   f"{'yes' if caps['trigram'] else 'no'}"]
