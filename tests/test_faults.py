@@ -154,7 +154,7 @@ def upgrade():
 
 
 def downgrade():
-    pass
+    raise NotImplementedError("test revision")
 '''
 
 

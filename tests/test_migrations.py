@@ -188,7 +188,7 @@ def upgrade():
 
 
 def downgrade():
-    pass
+    raise NotImplementedError("test revision")
 '''
 
 

@@ -221,9 +221,7 @@ def run_and_kill(path: Path, phase: str, after_lines: int, rng: random.Random) -
             seen += 1
             if seen >= after_lines:
                 # Land anywhere: between chunks, inside a write transaction, mid-commit.
-                deadline = time.monotonic() + rng.random() * 0.02
-                while time.monotonic() < deadline:
-                    pass
+                time.sleep(rng.random() * 0.02)
                 child.send_signal(signal.SIGKILL)
                 child.wait()
                 return True
