@@ -28,8 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hermes_store import SessionDB, migrate  # noqa: E402
-from hermes_store import engine as eng  # noqa: E402
+from hermes_store import SessionDB
+from hermes_store.db import engine as eng  # noqa: E402
+from hermes_store.db import migrate  # noqa: E402
 
 CHAT = ("Could you check why the nightly deploy of the api service failed? The logs mention a "
         "timeout talking to postgres after the migration step. 昨晚的部署失败了，请看一下日志。")

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from hermes_store import engine as engine_mod
-from hermes_store import maintenance, migrate
+from hermes_store.db import engine as engine_mod
+from hermes_store.db import migrate
+from hermes_store.ops import storage
 
 from . import corpus as corpus_mod
 
@@ -75,7 +76,7 @@ def stores(corpus: corpus_mod.Corpus, tmp_path_factory: pytest.TempPathFactory) 
     migrate.upgrade(head)
     upgrade_s = time.perf_counter() - start
     start = time.perf_counter()
-    maintenance.optimize_storage(head)
+    storage.optimize_storage(head)
     optimize_s = time.perf_counter() - start
     engine_mod.dispose_all()
     yield Stores(corpus, inline, head, inline_bytes, file_bytes(head), upgrade_s, optimize_s)

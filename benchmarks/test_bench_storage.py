@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from hermes_store import cjk, migrate
-from hermes_store.engine import open_engine, run_write
+from hermes_store.db import migrate
+from hermes_store.db.engine import open_engine, run_write
+from hermes_store.repo import bigrams
 
 from .conftest import INLINE_REVISION
 
@@ -82,7 +83,7 @@ def _library_appends(path: Path) -> None:
             new_id = conn.exec_driver_sql(
                 "INSERT INTO messages (session_id, role, content, timestamp) "
                 "VALUES (?, 'user', ?, ?)", _message(n)).lastrowid
-            cjk.sync_messages(conn, [new_id])
+            bigrams.sync_messages(conn, [new_id])
 
         return unit
 

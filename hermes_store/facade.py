@@ -26,10 +26,14 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
 
-from . import engine as engine_mod
-from . import fts, lineage, maintenance, messages, migrate, queries, retention, sessions, titles
-from .errors import SchemaMismatchError
-from .paths import resolve_db_path
+from hermes_store.db import engine as engine_mod
+from hermes_store.db import migrate
+from hermes_store.errors import SchemaMismatchError
+from hermes_store.ops import storage
+from hermes_store.paths import resolve_db_path
+from hermes_store.repo import bigrams, lineage, messages, retention, sessions, titles
+from hermes_store.repo import listing as queries
+from hermes_store.search import language
 
 log = logging.getLogger(__name__)
 
@@ -160,11 +164,11 @@ class SessionDB:
 
     @staticmethod
     def _sanitize_fts5_query(query: str | None) -> str:
-        return fts.sanitize_query(query)
+        return language.sanitize_query(query)
 
     @staticmethod
     def _contains_cjk(text: str | None) -> bool:
-        return fts.contains_cjk(text)
+        return bigrams.contains_cjk(text)
 
     @staticmethod
     def sanitize_title(title: str | None) -> str | None:
@@ -369,7 +373,9 @@ class SessionDB:
                         role_filter: Sequence[str] | None = None, limit: int = 20,
                         offset: int = 0, sort: str | None = None) -> list[dict[str, Any]]:
         _check_page(limit, offset)
-        from .search import search_messages  # written by the search work; imported on use
+        from hermes_store.search.statements import (
+            search_messages,  # imported on use: keeps start-up lean
+        )
 
         return self._read(lambda c: search_messages(
             c, query, source_filter=source_filter, exclude_sources=exclude_sources,
@@ -472,7 +478,7 @@ class SessionDB:
     def vacuum(self) -> None:
         """Optimise the search indexes, VACUUM, then a TRUNCATE checkpoint (in that order, so
         the WAL VACUUM wrote is emptied rather than left at the size of the file)."""
-        maintenance.compact(self.engine)
+        storage.compact(self.engine)
 
     # ----------------------------------------------------------------- meta
 

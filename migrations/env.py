@@ -1,8 +1,8 @@
 """Alembic environment for the Hermes store (SQLite only).
 
-* The database is the connection handed over by ``hermes_store.migrate`` (Alembic cookbook:
+* The database is the connection handed over by ``hermes_store.db.migrate`` (Alembic cookbook:
   sharing a connection), else ``-x db=PATH``, else ``$HERMES_HOME/state.db`` or
-  ``~/.hermes/state.db``. Connections come from ``hermes_store.engine``, so pragmas, file modes
+  ``~/.hermes/state.db``. Connections come from ``hermes_store.db.engine``, so pragmas, file modes
   and our own ``BEGIN`` apply here as everywhere.
 * DDL is transactional: the whole upgrade is one ``BEGIN IMMEDIATE`` transaction, so a revision
   that fails midway leaves the file at the revision it started from.
@@ -20,9 +20,9 @@ from logging.config import fileConfig
 
 from alembic import context
 
-from hermes_store import migrate
-from hermes_store.engine import open_engine
-from hermes_store.models import Base
+from hermes_store.db import migrate
+from hermes_store.db.engine import open_engine
+from hermes_store.db.models import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_store import engine as engine_mod
-from hermes_store import migrate
+from hermes_store.db import engine as engine_mod
+from hermes_store.db import migrate
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LEGACY_VERSIONS = (1, 2, 4, 6, 10, 11, 21)

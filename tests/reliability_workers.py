@@ -19,8 +19,9 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from hermes_store import SessionDB, messages
-from hermes_store import engine as eng
+from hermes_store import SessionDB
+from hermes_store.db import engine as eng
+from hermes_store.repo import messages
 
 INSERT_SESSION = text(
     "INSERT INTO sessions (id, source, started_at) VALUES (:id, :source, :t) "
@@ -188,7 +189,7 @@ def append_until_killed(path: str, session_id: str, log_file: str) -> None:
 
 
 def upgrade_with_location(path: str, location: str) -> None:
-    from hermes_store import migrate
+    from hermes_store.db import migrate
 
     migrate.upgrade(path, location=location)
 
@@ -206,7 +207,7 @@ def optimize_and_die(path: str, phase: str, nth: int, chunk: int, teardown_chunk
     """
     import threading
 
-    from hermes_store import maintenance
+    from hermes_store.ops import storage
 
     seen: dict[str, int] = {}
 
@@ -218,7 +219,7 @@ def optimize_and_die(path: str, phase: str, nth: int, chunk: int, teardown_chunk
             else:
                 kill_self()
 
-    maintenance.optimize_storage(path, progress=progress, chunk=chunk,
+    storage.optimize_storage(path, progress=progress, chunk=chunk,
                                  teardown_chunk=teardown_chunk)
     time.sleep(60)  # the vacuum timer fires while we wait, if VACUUM was quicker
 
@@ -226,7 +227,7 @@ def optimize_and_die(path: str, phase: str, nth: int, chunk: int, teardown_chunk
 def import_and_die(path: str, files: list[str], hook: str, nth: int) -> None:
     """Run an import and SIGKILL ourselves inside the transaction of the ``nth`` call of
     ``importing.<hook>``, after it has written its rows but before the commit."""
-    from hermes_store import importing
+    from hermes_store.transfer import load as importing
 
     original = getattr(importing, hook)
     calls = 0
@@ -258,21 +259,22 @@ def hold_write_lock_then_commit(path: str, seconds: float, ready_file: str) -> N
 def repair_and_die(path: str) -> None:
     """Run ``repair`` and SIGKILL ourselves inside its fix transaction, after the indexes were
     rebuilt but before the commit."""
-    from hermes_store import maintenance, recovery
+    from hermes_store.ops import repair as recovery
+    from hermes_store.ops import storage
 
-    original = maintenance.rebuild_indexes
+    original = storage.rebuild_indexes
 
     def dying(conn: Connection) -> None:
         original(conn)
         kill_self()
 
-    maintenance.rebuild_indexes = dying  # type: ignore[assignment]
+    storage.rebuild_indexes = dying  # type: ignore[assignment]
     recovery.repair_store(path)
 
 
 def recover_and_die(source: str, output: str) -> None:
     """Run ``recover`` and SIGKILL ourselves once it has copied the first chunk of messages."""
-    from hermes_store import salvage
+    from hermes_store.ops import recover as salvage
 
     def progress(table: str, done: int, total: int) -> None:
         if table == "messages":

@@ -12,9 +12,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from hermes_store import SessionDB, fts, migrate
-from hermes_store import engine as eng
+from hermes_store import SessionDB
+from hermes_store.db import engine as eng
+from hermes_store.db import migrate
 from hermes_store.errors import SchemaMismatchError
+from hermes_store.search import language
 
 # One store per module, reused across examples (each example writes under fresh ids): a store
 # per example would spend the time budget on migrations instead of inputs.
@@ -79,7 +81,7 @@ def test_search_messages_returns_a_list_for_any_query(db: SessionDB, query: str)
 @given(query=ANY_TEXT)
 def test_sanitized_queries_are_valid_match_expressions_on_both_store_indexes(
         shared_store: Path, query: str) -> None:
-    sanitized = fts.sanitize_query(query)
+    sanitized = language.sanitize_query(query)
     if not sanitized:
         return
     con = sqlite3.connect(shared_store)

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from cli_support import run, run_json, sha256
 
-from hermes_store.importing import LIVE_STATE_COLUMNS
-from hermes_store.models import Base
+from hermes_store.db.models import Base
+from hermes_store.transfer.load import LIVE_STATE_COLUMNS
 
 VERSIONS = (1, 2, 4, 6, 10, 11, 21)
 WORD, CJK_BIGRAM = "cargo", "闭包"

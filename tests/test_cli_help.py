@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from hermes_store import __version__, migrate
 from hermes_store.cli import main
+from hermes_store.db import migrate
+from hermes_store.version import __version__
 
 
 @pytest.mark.parametrize("name", sorted(main.commands))

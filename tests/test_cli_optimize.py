@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from cli_support import add_session, held_by_other_process, run, run_json
 
-from hermes_store import backup
-from hermes_store.holders import ensure_not_held, find_holders
 from hermes_store.errors import StoreHeldError
+from hermes_store.ops import backup
+from hermes_store.ops.holders import ensure_not_held, find_holders
 
 
 def _freelist(path: Path) -> int:

@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 from cli_support import held_by_other_process, run, run_json, sha256
 
-from hermes_store import backup, maintenance, migrate
 from hermes_store.cli import health
-from hermes_store.engine import dispose_all, open_engine, reading
+from hermes_store.db import migrate
+from hermes_store.db.engine import dispose_all, open_engine, reading
+from hermes_store.ops import backup
+from hermes_store.ops import storage as maintenance
 
 ROWS = 6_000  # above revision 0013's small-store threshold, so a backfill window opens
 

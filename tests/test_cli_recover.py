@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from cli_support import held_by_other_process, run, run_json, sha256
 
-from hermes_store import migrate
+from hermes_store.db import migrate
 
 
 def _count(path: Path, table: str) -> int:

@@ -8,8 +8,11 @@ from pathlib import Path
 import pytest
 from cli_support import add_session, held_by_other_process, run, run_json, sha256
 
-from hermes_store import SessionDB, maintenance, migrate, recovery
-from hermes_store import engine as eng
+from hermes_store import SessionDB
+from hermes_store.db import engine as eng
+from hermes_store.db import migrate
+from hermes_store.ops import repair as recovery
+from hermes_store.ops import storage
 
 
 def _tables(path: Path) -> set[str]:
@@ -226,7 +229,7 @@ def loaded(legacy_db) -> Path:
     """The v11 fixture at head (EN/中文/日本語), every index complete, CJK rows derived."""
     path = legacy_db(11)
     migrate.upgrade(path)
-    maintenance.optimize(path)
+    storage.optimize(path)
     eng.dispose_all()
     return path
 

@@ -7,8 +7,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from cli_support import make_session, rows, run, run_json, sha256
+from click.testing import CliRunner
 
 from hermes_store.cli import app, main
 

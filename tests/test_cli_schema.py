@@ -7,8 +7,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from hermes_store import migrate
 from hermes_store.cli import main
+from hermes_store.db import migrate
 
 
 def run(*args: str):

@@ -9,9 +9,11 @@ import pytest
 from cli_support import add_session, run, run_json, sha256
 from sqlalchemy import select
 
-from hermes_store import lineage, migrate, stats
-from hermes_store.engine import open_engine, reading
-from hermes_store.stats import has_wal_reset_bug, wal_state
+from hermes_store.db import migrate
+from hermes_store.db.engine import open_engine, reading
+from hermes_store.ops import stats
+from hermes_store.ops.stats import has_wal_reset_bug, wal_state
+from hermes_store.repo import lineage
 
 
 @pytest.fixture

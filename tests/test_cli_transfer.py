@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 from cli_support import make_session, rows, run, run_json, sha256
-
 from click.testing import CliRunner
 
-from hermes_store import migrate
 from hermes_store.cli import app, main
-from hermes_store.export_documents import verify_markdown
+from hermes_store.db import migrate
+from hermes_store.transfer.documents import verify_markdown
 
 A = "20260101_100000_aaaa1111"
 B = "20260102_100000_bbbb2222"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from cli_support import held_by_other_process, run, run_json, sha256
 
-from hermes_store import migrate
-from hermes_store.backup import backup_store
+from hermes_store.db import migrate
 from hermes_store.errors import StoreBusyError
+from hermes_store.ops.backup import backup_store
 
 
 def test_dry_run_lists_pending_revisions_and_changes_nothing(legacy_db) -> None:

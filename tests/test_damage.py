@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import event
 
-from hermes_store import SessionDB, migrate, recovery
-from hermes_store import engine as eng
+from hermes_store import SessionDB
+from hermes_store.db import engine as eng
+from hermes_store.db import migrate
 from hermes_store.errors import StoreDamagedError, StoreReplacedError
+from hermes_store.ops import repair as recovery
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SHADOW_SUFFIXES = ("_data", "_idx", "_content", "_docsize", "_config")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from hermes_store import engine as eng
-from hermes_store import migrate
+from hermes_store.db import engine as eng
+from hermes_store.db import migrate
 from hermes_store.errors import StoreBusyError, StoreDamagedError, StoreNotFoundError
 
 

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from sqlalchemy import insert
 
-from hermes_store import migrate
-from hermes_store.engine import open_engine, reading, run_write
+from hermes_store.db import migrate
+from hermes_store.db.engine import open_engine, reading, run_write
+from hermes_store.db.models import ChatSession, Message
 from hermes_store.errors import OutputExistsError, SessionNotFoundError, UsageError
-from hermes_store.export_documents import verify_markdown
-from hermes_store.exporters import ExportOptions, ExportResult, export_sessions, plan_export
-from hermes_store.importing import import_paths
-from hermes_store.models import ChatSession, Message
+from hermes_store.transfer.documents import verify_markdown
+from hermes_store.transfer.export import ExportOptions, ExportResult, export_sessions, plan_export
+from hermes_store.transfer.load import import_paths
 
 S, M = ChatSession.__table__, Message.__table__
 T0 = 1_780_000_000.0
@@ -161,7 +161,7 @@ def test_no_attachments_omits_the_key(chat_db: Path, tmp_path: Path) -> None:
 
 
 def test_long_sessions_stream_across_pages_in_order(head_db: Path, tmp_path: Path) -> None:
-    from hermes_store.export_reader import MESSAGE_PAGE
+    from hermes_store.transfer.reader import MESSAGE_PAGE
 
     n = MESSAGE_PAGE * 2 + 7
     _seed(head_db, [{"id": "long", "source": "cli", "started_at": T0, "message_count": n}],
@@ -437,12 +437,12 @@ def test_existing_output_is_not_overwritten_without_force(chat_db: Path, tmp_pat
 
 def test_a_failed_export_leaves_no_partial_file(chat_db: Path, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from hermes_store import exporters
+    from hermes_store.transfer import export
 
     def boom(*_: Any, **__: Any) -> Any:
         raise RuntimeError("redaction failed")
 
-    monkeypatch.setattr(exporters.Scrub, "message", boom)
+    monkeypatch.setattr(export.Scrub, "message", boom)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     with pytest.raises(RuntimeError):

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from hermes_store import SessionDB, migrate
-from hermes_store import engine as engine_mod
+from hermes_store import SessionDB
+from hermes_store.db import engine as engine_mod
+from hermes_store.db import migrate
 from hermes_store.errors import SchemaMismatchError, StoreNotFoundError
 
 
@@ -296,7 +297,7 @@ def test_every_producer_id_shape_is_accepted(db: SessionDB, sid: str) -> None:
 
 
 def test_new_session_id_has_the_cli_shape(db: SessionDB) -> None:
-    from hermes_store.sessions import new_session_id
+    from hermes_store.repo.sessions import new_session_id
 
     sid = new_session_id()
     assert re.fullmatch(r"\d{8}_\d{6}_[0-9a-f]{6}", sid)

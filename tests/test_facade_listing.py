@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from hermes_store import SessionDB, queries
-from hermes_store import engine as engine_mod
+from hermes_store import SessionDB
+from hermes_store.db import engine as engine_mod
+from hermes_store.repo import listing as queries
 
 T = 1_790_000_000.0
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_store import SessionDB, retention
+from hermes_store import SessionDB
+from hermes_store.repo import retention
 
 DAY = 86400.0
 

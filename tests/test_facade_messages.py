@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_store import SessionDB, cjk
+from hermes_store import SessionDB
+from hermes_store.repo import bigrams
 
 
 @pytest.fixture
@@ -139,14 +140,14 @@ def test_append_to_an_unknown_session_is_an_integrity_error(db: SessionDB) -> No
 
 def test_the_cjk_index_is_kept_in_the_same_transaction(db: SessionDB, monkeypatch) -> None:
     seen: list[list[int]] = []
-    monkeypatch.setattr(cjk, "sync_messages", lambda conn, ids: seen.append(list(ids)))
+    monkeypatch.setattr(bigrams, "sync_messages", lambda conn, ids: seen.append(list(ids)))
     mid = db.append_message("s1", "user", "记忆断裂")
     assert seen == [[mid]]
 
     def broken(conn, ids):
         raise RuntimeError("index write failed")
 
-    monkeypatch.setattr(cjk, "sync_messages", broken)
+    monkeypatch.setattr(bigrams, "sync_messages", broken)
     with pytest.raises(RuntimeError):
         db.append_message("s1", "user", "lost")
     assert db.message_count("s1") == 1 and db.get_session("s1")["message_count"] == 1

@@ -9,8 +9,9 @@ import pytest
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from hermes_store import ChatSession, Message, lineage, messages, queries, retention, sessions
-from hermes_store import engine as engine_mod
+from hermes_store import ChatSession, Message
+from hermes_store.db import engine as engine_mod
+from hermes_store.repo import lineage, listing, messages, retention, sessions
 
 T = 1_790_000_000.0
 
@@ -33,7 +34,7 @@ def test_repositories_work_inside_an_orm_session_the_caller_commits(eng: Engine)
         row = session.get(ChatSession, "s1")
         assert (row.title, row.message_count, row.model) == ("orm title", 1, "m")
         assert [m.id for m in row.messages] == [message_id]
-        assert queries.list_sessions_rich(session)[0]["preview"] == "记忆 hello"
+        assert listing.list_sessions_rich(session)[0]["preview"] == "记忆 hello"
         assert session.execute(lineage.compression_tip("s1")).scalar() == "s1"
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from hermes_store import SessionDB
-from hermes_store import sessions as sessions_repo
+from hermes_store.repo import sessions as sessions_repo
 
 
 @pytest.fixture

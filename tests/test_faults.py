@@ -14,11 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import reliability_workers as rw
 from sqlalchemy import Engine, event
 
-import reliability_workers as rw
-from hermes_store import SessionDB, migrate
-from hermes_store import engine as eng
+from hermes_store import SessionDB
+from hermes_store.db import engine as eng
+from hermes_store.db import migrate
 from hermes_store.errors import StoreFullError
 
 SPAWN = mp.get_context("spawn")
@@ -314,10 +315,10 @@ def _fts_backlog(path: Path) -> dict[str, str]:
 def _indexed_exactly_once(path: Path) -> None:
     """Every FTS5 index agrees with its content, term by term (a row indexed twice, or not at
     all, changes the index checksum), and a term's hits equal the rows that hold it."""
-    from hermes_store import maintenance
+    from hermes_store.ops import storage
 
     engine = eng.open_engine(path)
-    assert eng.run_write(engine, maintenance.integrity_problems) == {}
+    assert eng.run_write(engine, storage.integrity_problems) == {}
     con = _connect(path)
     try:
         for term in ("encapsulation", "sysconfig"):
@@ -350,7 +351,7 @@ def _grow_past_the_inline_reindex_limit(path: Path, rows: int = 5_200) -> None:
 @pytest.mark.parametrize(("phase", "nth"), [("backfill", 3), ("teardown", 3), ("vacuum", 1)])
 def test_optimize_storage_killed_in_any_phase_reruns_to_an_index_with_every_row_once(
         legacy_db, phase: str, nth: int) -> None:
-    from hermes_store import maintenance
+    from hermes_store.ops import storage
 
     path = legacy_db(11)
     _grow_past_the_inline_reindex_limit(path)
@@ -368,7 +369,7 @@ def test_optimize_storage_killed_in_any_phase_reruns_to_an_index_with_every_row_
     if phase == "backfill":  # killed between chunks: some committed, the rest still to do
         backlog = _fts_backlog(path)
         assert 0 < int(backlog["fts_rebuild_progress"]) < int(backlog["fts_rebuild_high_water"])
-    maintenance.optimize_storage(path)
+    storage.optimize_storage(path)
 
     assert _integrity(path) == "ok"
     assert _fts_backlog(path) == {}
@@ -400,7 +401,7 @@ def _jsonl_backup(path: Path, sessions: int, per_session: int) -> Counter[str]:
 
 
 def test_import_killed_mid_file_reruns_without_duplicates(head_db: Path, tmp_path: Path) -> None:
-    from hermes_store.importing import import_paths
+    from hermes_store.transfer.load import import_paths
 
     backup = tmp_path / "backup.jsonl"
     expected = _jsonl_backup(backup, sessions=30, per_session=5)
@@ -427,7 +428,7 @@ def test_a_claude_log_import_killed_before_its_commit_is_imported_once_on_rerun(
         head_db: Path, tmp_path: Path) -> None:
     import json
 
-    from hermes_store.importing import import_paths
+    from hermes_store.transfer.load import import_paths
 
     log = tmp_path / "proj" / "f6019a3e-2b1c-4d5e-8f70-112233445566.jsonl"
     log.parent.mkdir()
@@ -461,7 +462,7 @@ def test_a_claude_log_import_killed_before_its_commit_is_imported_once_on_rerun(
 
 def test_a_full_disk_during_optimize_storage_is_a_clear_error_and_a_rerun_finishes(
         legacy_db) -> None:
-    from hermes_store import maintenance
+    from hermes_store.ops import storage
 
     path = legacy_db(11)
     _grow_past_the_inline_reindex_limit(path)
@@ -469,12 +470,12 @@ def test_a_full_disk_during_optimize_storage_is_a_clear_error_and_a_rerun_finish
     contents_before = _pairs(path, "SELECT id, content FROM messages")
     _cap_growth(eng.open_engine(path))
     with pytest.raises(StoreFullError):
-        maintenance.optimize_storage(path, chunk=500)
+        storage.optimize_storage(path, chunk=500)
     eng.dispose_all()
 
     assert _integrity(path) == "ok"
     assert _fts_backlog(path)  # the window is still open where the disk filled up
-    maintenance.optimize_storage(path)
+    storage.optimize_storage(path)
     assert _fts_backlog(path) == {}
     assert _pairs(path, "SELECT id, content FROM messages") == contents_before
     _indexed_exactly_once(path)
@@ -485,7 +486,7 @@ def test_a_full_disk_during_optimize_storage_is_a_clear_error_and_a_rerun_finish
 
 def test_repair_killed_inside_its_fix_leaves_the_store_as_it_was_and_a_rerun_heals_it(
         store: Path) -> None:
-    from hermes_store import recovery
+    from hermes_store.ops import repair as recovery
 
     engine = eng.open_engine(store)
     for i in range(30):
@@ -527,7 +528,7 @@ def test_recover_killed_midway_leaves_nothing_that_looks_like_a_result(legacy_db
     # A store at head holding 50 of 358 messages must never sit where the result goes.
     assert not output.exists()
     # A rerun clears the killed run's scratch and finishes.
-    from hermes_store.salvage import recover_store
+    from hermes_store.ops.recover import recover_store
 
     report = recover_store(source, output)
     assert report.status == "complete"

@@ -9,12 +9,17 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, insert, select
 
-from hermes_store.engine import open_engine, reading, run_write
+from hermes_store.db.engine import open_engine, reading, run_write
+from hermes_store.db.models import ChatSession
 from hermes_store.errors import UsageError
-from hermes_store.filters import (
-    EmptyWindowError, FilterError, SessionFilter, TimeSyntaxError, escape_like, parse_time,
+from hermes_store.repo.filters import (
+    EmptyWindowError,
+    FilterError,
+    SessionFilter,
+    TimeSyntaxError,
+    escape_like,
+    parse_time,
 )
-from hermes_store.models import ChatSession
 
 NOW = 1_800_000_000.0
 S = ChatSession.__table__
@@ -196,8 +201,8 @@ def test_describe_names_each_filter() -> None:
 
 
 def test_shares_the_session_apis_last_activity_expression(store: Path) -> None:
-    from hermes_store import lineage
-    from hermes_store.models import Message
+    from hermes_store.db.models import Message
+    from hermes_store.repo import lineage
 
     # A fresh message makes "old" recent, whatever its last_activity_at says.
     run_write(open_engine(store), lambda conn: conn.execute(insert(Message.__table__).values(

@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from hermes_store import cjk, fts, maintenance, migrate
-from hermes_store.engine import open_engine, reading, run_write
-from hermes_store.search import search_messages
+from hermes_store.content import text_of_content
+from hermes_store.db import migrate
+from hermes_store.db.engine import open_engine, reading, run_write
+from hermes_store.ops import storage
+from hermes_store.repo import bigrams as cjk
+from hermes_store.search.statements import search_messages
 
 INDEXES = ("messages_fts", "messages_fts_trigram", "messages_fts_cjk")
 
@@ -24,7 +27,7 @@ def connect(path: Path) -> sqlite3.Connection:
 
 def integrity(path: Path) -> dict[str, str]:
     with reading(open_engine(path)) as conn:
-        return maintenance.integrity_problems(conn)
+        return storage.integrity_problems(conn)
 
 
 def catch_up(path: Path) -> None:
@@ -45,7 +48,7 @@ def expected_side_rows(path: Path) -> dict[int, tuple[str, str | None]]:
             "JOIN sessions s ON s.id = m.session_id "
             "WHERE m.role IS NOT 'tool' AND s.source NOT IN ('cron', 'subagent')").fetchall()
     for row_id, content, tool_name, tool_calls in rows:
-        side = cjk.side_row(fts.text_of_content(content), tool_name, tool_calls)
+        side = cjk.side_row(text_of_content(content), tool_name, tool_calls)
         if side is not None:
             out[row_id] = side
     return out
@@ -213,7 +216,7 @@ def test_multimodal_payloads_are_never_indexed(store: Path) -> None:
 
 def test_rebuild_indexes_reproduces_the_same_content(store: Path) -> None:
     before = side_rows(store)
-    run_write(open_engine(store), maintenance.rebuild_indexes)
+    run_write(open_engine(store), storage.rebuild_indexes)
     assert side_rows(store) == before
     assert integrity(store) == {}
 

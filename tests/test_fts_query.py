@@ -20,11 +20,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hermes_store.fts import (
+from hermes_store.content import MULTIMODAL_PREFIX, text_of_content
+from hermes_store.repo.bigrams import BIGRAM_END, cjk_bigram_text, contains_cjk
+from hermes_store.search.language import (
     AND,
-    BIGRAM_END,
     MAX_TERMS,
-    MULTIMODAL_PREFIX,
     NOT,
     OR,
     And,
@@ -33,8 +33,6 @@ from hermes_store.fts import (
     Or,
     Term,
     build_tree,
-    cjk_bigram_text,
-    contains_cjk,
     evaluate_tree,
     iter_terms,
     parse_query,
@@ -43,9 +41,8 @@ from hermes_store.fts import (
     render_match,
     route_term,
     sanitize_query,
-    snippet_from_text,
-    text_of_content,
 )
+from hermes_store.search.snippets import snippet_from_text
 
 E = BIGRAM_END
 # Each Hypothesis test runs this many examples (about 3 s); the contract's 100,000

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from hermes_store import importing
-from hermes_store.engine import open_engine, reading
+from hermes_store.db.engine import open_engine, reading
+from hermes_store.db.models import ChatSession, Message
 from hermes_store.errors import StoreFullError
-from hermes_store.exporters import ExportOptions, export_sessions
-from hermes_store.importers import native_session_id
-from hermes_store.importing import ImportResult, import_paths
-from hermes_store.models import ChatSession, Message
+from hermes_store.transfer import load
+from hermes_store.transfer.export import ExportOptions, export_sessions
+from hermes_store.transfer.load import ImportResult, import_paths
+from hermes_store.transfer.parse import native_session_id
 
 S, M = ChatSession.__table__, Message.__table__
 CLAUDE_ID = "f6019a3e-2b1c-4d5e-8f70-112233445566"
@@ -399,7 +399,7 @@ def test_a_store_failure_stops_the_import_instead_of_failing_each_file(
     def full(*_args: Any, **_kw: Any) -> Any:
         raise StoreFullError("database or disk is full")
 
-    monkeypatch.setattr(importing, "run_write", full)
+    monkeypatch.setattr(load, "run_write", full)
     if kind == "jsonl":
         first = write_lines(tmp_path / "in.jsonl", [_record("a"), _record("b")])
     else:

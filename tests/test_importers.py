@@ -1,4 +1,4 @@
-"""Tests for hermes_store.importers (cli-and-formats.md §5, lessons.md §9).
+"""Tests for hermes_store.transfer.parse (cli-and-formats.md §5, lessons.md §9).
 
 The fixture lines are the abridged examples of §5.2/§5.3, filled in just enough to be complete.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from hermes_store.importers import (
+from hermes_store.transfer.parse import (
     SYNTHETIC_USER_TEXT,
     WRAPPER_TAGS,
     ImportedSession,

@@ -1,4 +1,4 @@
-"""hermes_store.layout is the live definition of the head layout: it must not drift from what
+"""hermes_store.db.derived is the live definition of the head layout: it must not drift from what
 the revisions create, or ``repair`` would put back something else than ``upgrade`` built."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_store import layout
-from hermes_store.engine import open_engine, run_write
+from hermes_store.db import derived as layout
+from hermes_store.db.engine import open_engine, run_write
 
 # What counts as derived: every view, every FTS5 table, every trigger on the tables search
 # derives from, and the CJK side tables with their triggers.

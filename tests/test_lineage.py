@@ -7,11 +7,20 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, insert, select, text, update
 
-from hermes_store import engine as engine_mod
-from hermes_store.lineage import (SANE_MIN_TS, ancestors, compression_chain, compression_root,
-                                  compression_tip, descendants, last_activity, lineage_activity,
-                                  lineage_map, sessions)
-from hermes_store.models import Message
+from hermes_store.db import engine as engine_mod
+from hermes_store.db.models import Message
+from hermes_store.repo.lineage import (
+    SANE_MIN_TS,
+    ancestors,
+    compression_chain,
+    compression_root,
+    compression_tip,
+    descendants,
+    last_activity,
+    lineage_activity,
+    lineage_map,
+    sessions,
+)
 
 messages = Message.__table__
 T0 = 1_790_000_000.0

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import reliability_workers as rw
 from sqlalchemy import event
 
-import reliability_workers as rw
-from hermes_store import SessionDB, migrate
-from hermes_store import engine as eng
+from hermes_store import SessionDB
+from hermes_store.db import engine as eng
+from hermes_store.db import migrate
 
 pytestmark = pytest.mark.slow
 

@@ -8,12 +8,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import LEGACY_VERSIONS
-from hermes_store import migrate
-from hermes_store.engine import open_engine, reading
+
+from hermes_store.db import migrate
+from hermes_store.db.engine import open_engine, reading
 from hermes_store.errors import SchemaMismatchError
-from hermes_store.search import search_messages
+from hermes_store.search.statements import search_messages
 
 # Terms the agent's own store could find through its FTS tables in the fixtures.
 WORD_TERMS = ["sysconfig", '"mathematical operator"', "encapsulation"]

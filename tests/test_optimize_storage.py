@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from hermes_store import cjk, fts, maintenance, migrate
-from hermes_store.engine import open_engine, reading
-from hermes_store.search import search_messages
+from hermes_store.db import migrate
+from hermes_store.db.engine import open_engine, reading
+from hermes_store.ops import storage
+from hermes_store.repo import bigrams
+from hermes_store.search.statements import search_messages
 
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = 6_000  # above the revision's small-store threshold, so the backfill window opens
@@ -102,15 +104,15 @@ def inline_hits(reference: Path, term: str) -> set[int]:
 
 def window(path: Path) -> tuple[int, int] | None:
     with reading(open_engine(path)) as conn:
-        return maintenance.backfill_window(conn)
+        return storage.backfill_window(conn)
 
 
 def assert_fully_indexed(path: Path) -> None:
     """Every row indexed exactly once: FTS5's external-content check re-reads every source row."""
     with reading(open_engine(path)) as conn:
-        assert maintenance.integrity_problems(conn) == {}
-        assert maintenance.backfill_window(conn) is None
-        assert cjk.pending_count(conn) == 0
+        assert storage.integrity_problems(conn) == {}
+        assert storage.backfill_window(conn) is None
+        assert bigrams.pending_count(conn) == 0
     con = sqlite3.connect(path)
     try:
         for index, source in (("messages_fts", "messages_fts_src"),
@@ -121,9 +123,9 @@ def assert_fully_indexed(path: Path) -> None:
         side = {r[0]: r[1] for r in con.execute("SELECT id, text FROM messages_cjk")}
     finally:
         con.close()
-    assert not tables & set(maintenance.RETIRED)
-    expected = {i: fts.cjk_bigram_text(t) for i, t in covered_text(path).items()
-                if fts.contains_cjk(t)}
+    assert not tables & set(storage.RETIRED)
+    expected = {i: bigrams.cjk_bigram_text(t) for i, t in covered_text(path).items()
+                if bigrams.contains_cjk(t)}
     assert side == expected
 
 
@@ -169,7 +171,7 @@ def test_optimize_storage_backfills_retires_and_returns_space(inline_store) -> N
     path, _ = inline_store
     before = {t: search_ids(path, t) for t in ("docker", "桂林", "会议纪要", "kernel OR 通信")}
     phases = []
-    report = maintenance.optimize_storage(path, progress=lambda *a: phases.append(a), chunk=700)
+    report = storage.optimize_storage(path, progress=lambda *a: phases.append(a), chunk=700)
     assert_fully_indexed(path)
     assert {t: search_ids(path, t) for t in before} == before
     order = [p[0] for p in phases]
@@ -192,14 +194,14 @@ def test_writes_during_the_window_are_indexed_exactly_once(inline_store) -> None
     con.execute("UPDATE messages SET active = 0 WHERE id = 12")
     con.close()
     assert search_ids(path, "newcomer")
-    maintenance.optimize_storage(path, chunk=1000, vacuum=False)
+    storage.optimize_storage(path, chunk=1000, vacuum=False)
     assert_fully_indexed(path)
     assert 10 in search_ids(path, "rewritten")
 
 
 KILLABLE = textwrap.dedent("""
     import sys, time
-    from hermes_store.maintenance import optimize_storage
+    from hermes_store.ops.storage import optimize_storage
 
     def progress(phase, done, total):
         print(phase, done, total, flush=True)
@@ -239,13 +241,13 @@ def test_kill_minus_9_anywhere_and_rerun_indexes_every_row_exactly_once(inline_s
     progress_made = window(path)
     assert killed_in_backfill and progress_made is not None and 0 < progress_made[0] < ROWS
     run_and_kill(path, "teardown", 3, rng)
-    maintenance.optimize_storage(path)
+    storage.optimize_storage(path)
     assert_fully_indexed(path)
 
 
 def test_optimize_storage_on_a_store_at_head_is_a_quick_no_op(head_db: Path) -> None:
     phases = []
-    report = maintenance.optimize_storage(head_db, progress=lambda *a: phases.append(a[0]),
+    report = storage.optimize_storage(head_db, progress=lambda *a: phases.append(a[0]),
                                           vacuum=False)
     assert report.rows_backfilled == 0 and report.tables_dropped == []
     assert phases == ["teardown", "done"]
@@ -254,8 +256,8 @@ def test_optimize_storage_on_a_store_at_head_is_a_quick_no_op(head_db: Path) -> 
 
 def test_optimize_merges_segments_and_keeps_indexes_consistent(inline_store) -> None:
     path, _ = inline_store
-    maintenance.optimize_storage(path, vacuum=False)
-    assert maintenance.optimize(path) == list(maintenance.INDEXES)
+    storage.optimize_storage(path, vacuum=False)
+    assert storage.optimize(path) == list(storage.INDEXES)
     assert_fully_indexed(path)
 
 
@@ -267,7 +269,7 @@ def test_an_unreadable_backfill_window_fails_instead_of_reading_as_closed(inline
         con.execute("CREATE VIEW fts_backfill_window AS SELECT lo, hi FROM lost_window_table")
     con.close()
     with pytest.raises(sqlite3.OperationalError, match="lost_window_table"):
-        maintenance.optimize_storage(path, vacuum=False)
+        storage.optimize_storage(path, vacuum=False)
     con = sqlite3.connect(path)
     try:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}

@@ -1,4 +1,4 @@
-"""Tests for hermes_store.redact (cli-and-formats.md §4.6)."""
+"""Tests for hermes_store.transfer.redact (cli-and-formats.md §4.6)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hermes_store.redact import (
+from hermes_store.transfer.redact import (
     MASK,
     METADATA_FIELDS,
     Redactor,

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, func, insert, select
 
-from hermes_store import engine as engine_mod
-from hermes_store import retention
-from hermes_store.models import ChatSession, Message
+from hermes_store.db import engine as engine_mod
+from hermes_store.db.models import ChatSession, Message
+from hermes_store.repo import retention
 
 sessions = ChatSession.__table__
 messages = Message.__table__

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy.orm import Session
 
-from hermes_store import cjk
-from hermes_store import search as search_module
-from hermes_store.engine import open_engine, reading, run_write
-from hermes_store.search import search_messages
+from hermes_store.db.engine import open_engine, reading, run_write
+from hermes_store.repo import bigrams
+from hermes_store.search import statements as search_module
+from hermes_store.search.statements import search_messages
 
 LONG_TOOL_OUTPUT = "CONTAINER ID   IMAGE\n" + "x" * 9000 + " deepneedle"
 IMAGE = ("\x00json:" + json.dumps([
@@ -64,7 +64,7 @@ def store(head_db: Path) -> Iterator[tuple[Path, dict[str, int]]]:
         ).lastrowid
     con.commit()
     con.close()
-    run_write(open_engine(head_db), lambda c: cjk.catch_up(c, 10_000))
+    run_write(open_engine(head_db), lambda c: bigrams.catch_up(c, 10_000))
     yield head_db, ids
 
 
@@ -308,7 +308,7 @@ def test_rows_written_by_another_program_are_found_before_catch_up(store) -> Non
     con.close()
     assert new in {h["id"] for h in run(path, "晚")}
     assert new in {h["id"] for h in run(path, "再讨论")}
-    run_write(open_engine(path), cjk.catch_up)
+    run_write(open_engine(path), bigrams.catch_up)
     assert new in {h["id"] for h in run(path, "晚")}
     assert new in {h["id"] for h in run(path, "youer")}
 

@@ -1,11 +1,17 @@
-"""Title cleaning and lineage numbering (pure functions of hermes_store.titles)."""
+"""Title cleaning and lineage numbering (pure functions of hermes_store.repo.titles)."""
 
 from __future__ import annotations
 
 import pytest
 
-from hermes_store.titles import (MAX_TITLE_LENGTH, clean_lookup_title, next_title,
-                                 sanitize_title, split_numbered, variant_number)
+from hermes_store.repo.titles import (
+    MAX_TITLE_LENGTH,
+    clean_lookup_title,
+    next_title,
+    sanitize_title,
+    split_numbered,
+    variant_number,
+)
 
 
 @pytest.mark.parametrize(("raw", "expected"), [

@@ -6,8 +6,9 @@ commands on it.
 
 from __future__ import annotations
 
-from . import (browse, health, metadata, repair, retention, schema,  # noqa: F401
-               transfer)
-from .app import main
+from hermes_store.cli import (  # noqa: F401  (each module registers its commands)
+    browse, health, metadata, repair, retention, schema, transfer,
+)
+from hermes_store.cli.app import main
 
 __all__ = ["main"]

@@ -24,15 +24,31 @@ from typing import Any, NoReturn
 import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
-from sqlalchemy import (ColumnElement, Connection, Engine, MetaData, Table, func,
-                        literal_column, select)
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    MetaData,
+    Table,
+    func,
+    literal_column,
+    select,
+)
 
-from .. import __version__, lineage, migrate, sessions
-from ..engine import open_engine
-from ..errors import (AmbiguousSessionError, HermesStoreError, SchemaMismatchError,
-                      SessionNotFoundError, StoreNotFoundError, UsageError)
-from ..filters import SessionFilter
-from ..paths import resolve_db_path
+from hermes_store.db import migrate
+from hermes_store.db.engine import open_engine
+from hermes_store.errors import (
+    AmbiguousSessionError,
+    HermesStoreError,
+    SchemaMismatchError,
+    SessionNotFoundError,
+    StoreNotFoundError,
+    UsageError,
+)
+from hermes_store.paths import resolve_db_path
+from hermes_store.repo import lineage, sessions
+from hermes_store.repo.filters import SessionFilter
+from hermes_store.version import __version__
 
 SANE_MIN, SANE_FUTURE = lineage.SANE_MIN_TS, lineage.SANE_FUTURE_S
 MIN_PREFIX = 4

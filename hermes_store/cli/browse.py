@@ -13,13 +13,26 @@ from rich.markup import escape
 from rich.table import Table
 from sqlalchemy import Connection, and_, select
 
-from .. import lineage, queries, search
-from ..engine import reading
-from ..errors import SessionNotFoundError
-from ..export_reader import StoreReader, content_text
-from ..filters import SessionFilter
-from .app import (Ctx, filter_clause, filter_options, iso, main, open_read, out_console,
-                  resolve_session, session_item, source_label, tip_of, when)
+from hermes_store.cli.app import (
+    Ctx,
+    filter_clause,
+    filter_options,
+    iso,
+    main,
+    open_read,
+    out_console,
+    resolve_session,
+    session_item,
+    source_label,
+    tip_of,
+    when,
+)
+from hermes_store.db.engine import reading
+from hermes_store.errors import SessionNotFoundError
+from hermes_store.repo import lineage, listing
+from hermes_store.repo.filters import SessionFilter
+from hermes_store.search import statements as search
+from hermes_store.transfer.reader import StoreReader, content_text
 
 TOOL_RESULT_CHARS = 2000
 SEARCH_PAGES = 20  # bound on pages read while post-filtering search hits
@@ -66,7 +79,7 @@ def list_cmd(obj: Ctx, flt: SessionFilter, limit: int, show_all: bool, archived:
                 clauses.append(_s.c.pinned != 0)
             if only_open:
                 clauses.append(_s.c.ended_at.is_(None))
-            rows = queries.list_sessions_rich(
+            rows = listing.list_sessions_rich(
                 conn, limit=limit + 1, include_children=show_all, order_by_last_active=True,
                 pinned_first=True, where=and_(*clauses) if clauses else None, now=flt.now)
     more = len(rows) > limit

@@ -10,11 +10,22 @@ from typing import Any
 import click
 from rich.table import Table
 
-from .. import maintenance, stats
-from ..backup import require_free_space
-from ..engine import open_engine, reading
-from ..holders import ensure_not_held, find_holders
-from .app import Ctx, iso, main, need_store, open_read, out_console, require_head, size, when
+from hermes_store.cli.app import (
+    Ctx,
+    iso,
+    main,
+    need_store,
+    open_read,
+    out_console,
+    require_head,
+    size,
+    when,
+)
+from hermes_store.db.engine import open_engine, reading
+from hermes_store.ops import stats
+from hermes_store.ops import storage as maintenance
+from hermes_store.ops.backup import require_free_space
+from hermes_store.ops.holders import ensure_not_held, find_holders
 
 
 def _stats_json(st: stats.StoreStats) -> dict[str, Any]:

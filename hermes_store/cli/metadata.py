@@ -10,10 +10,10 @@ from typing import Any
 import click
 from sqlalchemy import Connection, func, select
 
-from .. import lineage, retention, sessions, titles
-from ..engine import reading, run_write
-from ..errors import HermesStoreError, StoreBusyError, UsageError
-from .app import Ctx, main, open_read, open_write, resolve_all, when
+from hermes_store.cli.app import Ctx, main, open_read, open_write, resolve_all, when
+from hermes_store.db.engine import reading, run_write
+from hermes_store.errors import HermesStoreError, StoreBusyError, UsageError
+from hermes_store.repo import lineage, retention, sessions, titles
 
 _s = lineage.sessions
 _m = lineage.messages

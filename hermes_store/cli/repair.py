@@ -7,9 +7,10 @@ from pathlib import Path
 
 import click
 
-from .. import recovery, salvage
-from ..errors import UsageError
-from .app import Ctx, main, need_store, out_console
+from hermes_store.cli.app import Ctx, main, need_store, out_console
+from hermes_store.errors import UsageError
+from hermes_store.ops import recover as salvage
+from hermes_store.ops import repair as recovery
 
 RECOVER_EXIT = {"complete": 0, "inspected": 0, "partial": 8, "nothing": 7, "damaged": 7,
                 "source_changed": 1}

@@ -1,7 +1,7 @@
 """Retention verbs over the shared filter set: ``prune``, ``archive``, ``unarchive``, ``close``
 (cli-and-formats.md §2, §3.3).
 
-Each runs its :mod:`hermes_store.retention` function twice: first as a dry run on a read
+Each runs its :mod:`hermes_store.repo.retention` function twice: first as a dry run on a read
 transaction (the preview, with the spared groups and the candidates), then, after the
 confirmation, for real in one write transaction restricted to the previewed sessions, so a
 confirmation never covers more than what was shown.
@@ -14,13 +14,22 @@ from collections.abc import Callable
 from typing import Any
 
 import click
-from sqlalchemy import Connection, ColumnElement, select
+from sqlalchemy import ColumnElement, Connection, select
 
-from .. import lineage, retention
-from ..engine import open_engine, reading, run_write
-from ..errors import UsageError
-from ..filters import SessionFilter
-from .app import Ctx, filter_clause, filter_options, iso, main, open_read, resolve_all, when
+from hermes_store.cli.app import (
+    Ctx,
+    filter_clause,
+    filter_options,
+    iso,
+    main,
+    open_read,
+    resolve_all,
+    when,
+)
+from hermes_store.db.engine import open_engine, reading, run_write
+from hermes_store.errors import UsageError
+from hermes_store.repo import lineage, retention
+from hermes_store.repo.filters import SessionFilter
 
 DEFAULT_RETENTION = "90d"
 PREVIEW_ROWS = 15

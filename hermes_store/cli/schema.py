@@ -9,12 +9,13 @@ from typing import Any
 import click
 from alembic.script import ScriptDirectory
 
-from .. import migrate, stats
-from ..backup import backup_store, require_free_space
-from ..engine import open_engine, reading
-from ..errors import StoreNotFoundError
-from ..holders import ensure_not_held
-from .app import Ctx, main, size
+from hermes_store.cli.app import Ctx, main, size
+from hermes_store.db import migrate
+from hermes_store.db.engine import open_engine, reading
+from hermes_store.errors import StoreNotFoundError
+from hermes_store.ops import stats
+from hermes_store.ops.backup import backup_store, require_free_space
+from hermes_store.ops.holders import ensure_not_held
 
 
 def _pending_revisions(st: migrate.SchemaStatus, revision: str) -> list[str]:

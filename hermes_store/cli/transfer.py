@@ -10,12 +10,25 @@ from typing import Any
 import click
 from sqlalchemy import Connection, Engine, and_, select
 
-from .. import exporters, importers, importing, lineage, migrate
-from ..engine import open_engine, reading
-from ..errors import UsageError
-from ..filters import SessionFilter, parse_time
-from .app import (Ctx, filter_clause, filter_options, main, open_read, require_head,
-                  resolve_all, size, tip_of)
+from hermes_store.cli.app import (
+    Ctx,
+    filter_clause,
+    filter_options,
+    main,
+    open_read,
+    require_head,
+    resolve_all,
+    size,
+    tip_of,
+)
+from hermes_store.db import migrate
+from hermes_store.db.engine import open_engine, reading
+from hermes_store.errors import UsageError
+from hermes_store.repo import lineage
+from hermes_store.repo.filters import SessionFilter, parse_time
+from hermes_store.transfer import export as exporters
+from hermes_store.transfer import load
+from hermes_store.transfer import parse as importers
 
 _s = lineage.sessions
 DISCOVERABLE = ("claude", "codex")
@@ -196,7 +209,7 @@ def _import_engine(obj: Ctx) -> Engine:
     return open_engine(obj.db)
 
 
-def _summary_line(f: importing.FileImportSummary) -> str:
+def _summary_line(f: load.FileImportSummary) -> str:
     parts = [f"{f.status}", f"{f.sessions_imported} sessions", f"{f.messages_imported} messages"]
     if f.sessions_skipped:
         parts.append(f"{f.sessions_skipped} skipped")
@@ -252,10 +265,10 @@ def import_cmd(obj: Ctx, paths: tuple[Path, ...], kind: str | None, import_all: 
             raise UsageError(f"found {len(found)} files: give PATH or --all to import them")
     engine = _import_engine(obj)
 
-    def done(_path: str, summary: importing.FileImportSummary) -> None:
+    def done(_path: str, summary: load.FileImportSummary) -> None:
         obj.note(_summary_line(summary))
 
-    result = importing.import_paths(engine, files, kind=kind, replace=replace, dry_run=dry_run,
+    result = load.import_paths(engine, files, kind=kind, replace=replace, dry_run=dry_run,
                                     progress=done)
     payload = {"dry_run": dry_run, "sessions_imported": result.sessions_imported,
                "sessions_skipped": result.sessions_skipped,

@@ -12,7 +12,7 @@ the upgrade transaction would hold the write lock for minutes, so this revision 
   to removing the schema row when their tokenizer is a loadable one this runtime lacks;
 * records the backfill window in ``state_meta``: ``fts_rebuild_high_water`` H = max message id,
   ``fts_rebuild_progress`` P = 0. Triggers of the new indexes handle ids outside (P, H];
-  ``hermes_store.maintenance.optimize_storage`` indexes the window in resumable chunks.
+  ``hermes_store.ops.storage.optimize_storage`` indexes the window in resumable chunks.
 
 A small store (at most ``SMALL_STORE_ROWS`` messages, about a second of indexing) needs no
 window: its old tables are dropped on the spot and the revisions that follow index it directly.

@@ -14,7 +14,7 @@ writes ``messages`` (the ``sqlite3`` shell, Alembic, another program).
   triggers on ``messages`` do the part SQL can: on insert, or on a real change of an indexed
   column, they drop the stale side row and record the id in ``messages_cjk_pending``; on delete
   they remove the side row. The library derives the side row in the writer's own transaction
-  (``hermes_store.cjk.sync_messages``) and clears the id, so pending is normally empty.
+  (``hermes_store.repo.bigrams.sync_messages``) and clears the id, so pending is normally empty.
 * Rows another program wrote stay in ``messages_cjk_pending`` until a catch-up drains it
   (maintenance, and writers opportunistically). Search answers pending ids with a LIKE bounded
   to those ids, so results are complete at every moment, never a scan of the whole table.

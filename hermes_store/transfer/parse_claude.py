@@ -1,4 +1,4 @@
-"""Claude Code session logs → :class:`~hermes_store.importers.ImportedSession` (§5.2).
+"""Claude Code session logs → :class:`~hermes_store.transfer.parse.ImportedSession` (§5.2).
 
 File: ``~/.claude/projects/<encoded-cwd>/<session-uuid>.jsonl``. One API message may span several
 ``assistant`` lines sharing ``message.id`` (one content block each, each repeating ``usage``), so
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermes_store.importers import (
+from hermes_store.transfer.parse import (
     MAX_LINE_BYTES,
     SOURCE_CLAUDE,
     ImportedSession,

@@ -19,11 +19,21 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hermes_store.errors import OutputExistsError, UsageError
-from hermes_store.export_reader import StoreReader, content_text, iso_utc, sane_time
-from hermes_store.exporters import (
-    EXPORTER, ExportOptions, ExportResult, Progress, is_dir_target, parse_tool_calls, Scrub, tick,
-    default_export_dir, dumps, open_output, slug,
+from hermes_store.transfer.export import (
+    EXPORTER,
+    ExportOptions,
+    ExportResult,
+    Progress,
+    Scrub,
+    default_export_dir,
+    dumps,
+    is_dir_target,
+    open_output,
+    parse_tool_calls,
+    slug,
+    tick,
 )
+from hermes_store.transfer.reader import StoreReader, content_text, iso_utc, sane_time
 
 __all__ = ["verify_markdown", "write_html", "write_markdown"]
 

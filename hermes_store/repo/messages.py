@@ -17,10 +17,10 @@ from typing import Any
 
 from sqlalchemy import bindparam, delete, func, insert, select, update
 
-from . import cjk, lineage
-from .fts import MULTIMODAL_PREFIX
-from .models import ChatSession, Message
-from .sessions import Executor, check_text, connection_of, dump_json
+from hermes_store.content import MULTIMODAL_PREFIX
+from hermes_store.db.models import ChatSession, Message
+from hermes_store.repo import bigrams, lineage
+from hermes_store.repo.sessions import Executor, check_text, connection_of, dump_json
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ def append(conn: Executor, message: PreparedMessage) -> int:
     new_id = conn.execute(_INSERT_MESSAGE, message.row).scalar_one()
     conn.execute(_BUMP_COUNTERS, {"sid": message.row["session_id"],
                                   "delta": message.tool_call_delta})
-    cjk.sync_messages(connection_of(conn), [new_id])
+    bigrams.sync_messages(connection_of(conn), [new_id])
     return int(new_id)
 
 

@@ -19,13 +19,20 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import (
-    Connection, Engine, MetaData, Select, Table, and_, func, select,
+    Connection,
+    Engine,
+    MetaData,
+    Select,
+    Table,
+    and_,
+    func,
+    select,
 )
 
-from hermes_store.engine import UndecodableText, reading
-from hermes_store.lineage import SANE_FUTURE_S, SANE_MIN_TS
-from hermes_store.fts import MULTIMODAL_PREFIX
-from hermes_store.retention import lineage_of
+from hermes_store.content import MULTIMODAL_PREFIX
+from hermes_store.db.engine import UndecodableText, reading
+from hermes_store.repo.lineage import SANE_FUTURE_S, SANE_MIN_TS
+from hermes_store.repo.retention import lineage_of
 
 __all__ = [
     "MESSAGE_PAGE", "StoreReader", "content_text", "iso_utc", "sane_time",
@@ -169,7 +176,7 @@ class StoreReader:
 
     def lineage_ids(self, session_id: str) -> list[str]:
         """Compression lineage root→tip through *session_id*, by the one definition listing and
-        retention use (:func:`hermes_store.retention.lineage_of`); just the id when it has none."""
+        retention use (:func:`hermes_store.repo.retention.lineage_of`); just the id when it has none."""
         # A cycle in damaged data repeats ids up to the walk's depth bound: each is kept once.
         return list(dict.fromkeys(lineage_of(self._c, session_id))) or [session_id]
 

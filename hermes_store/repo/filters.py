@@ -17,8 +17,8 @@ from datetime import datetime
 
 from sqlalchemy import ColumnElement, Table, and_, func, literal, or_, true
 
+from hermes_store.db.models import ChatSession
 from hermes_store.errors import UsageError
-from hermes_store.models import ChatSession
 
 __all__ = [
     "EmptyWindowError", "FilterError", "SessionFilter", "TimeSyntaxError", "escape_like",

@@ -2,7 +2,7 @@
 
 ``sync_messages(conn, ids)`` brings the side rows of the given messages up to date inside the
 caller's transaction: the writer inserts or updates messages, the ``messages`` triggers record
-the ids in ``messages_cjk_pending``, and this derives the bigram text (``fts.cjk_bigram_text``),
+the ids in ``messages_cjk_pending``, and this derives the bigram text (:func:`cjk_bigram_text`),
 writes ``messages_cjk`` (whose own triggers keep ``messages_fts_cjk`` in step) and clears the ids.
 Rows written by other programs stay pending until :func:`catch_up` runs; search covers them
 meanwhile with a LIKE bounded to the pending ids. Until the index exists it does nothing.
@@ -11,11 +11,76 @@ meanwhile with a LIKE bounded to the pending ids. Until the index exists it does
 from __future__ import annotations
 
 import json
+import re
+import sys
+from array import array
 from collections.abc import Iterable, Sequence
+from itertools import accumulate
 
 from sqlalchemy import Connection
 
-from .fts import cjk_bigram_text, contains_cjk
+# Private-use mark closing a CJK run in the bigram text. Private use (Co) is a token character for
+# unicode61, so "端" + mark stays one token that no real text produces.
+BIGRAM_END = "\ue000"
+
+# --- CJK character classes -----------------------------------------------------------------------
+
+_CJK_RANGES = (
+    "\u3000-\u303f"  # CJK symbols and punctuation: counts as CJK, never part of a bigram run
+    "\u3040-\u309f\u30a0-\u30ff"  # hiragana, katakana
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # ideographs: extension A, unified, compatibility
+    "\uac00-\ud7af"  # hangul syllables
+    "\U00020000-\U0002a6df\U0002a700-\U0002ebef"  # ideograph extensions B-F
+)
+_CJK_RE = re.compile(f"[{_CJK_RANGES}]")
+# Letters only: U+3000-303F is excluded by the contract, and the few kana-block code points that
+# are punctuation or spacing marks (゛゜゠・) are left out so a run never holds a separator.
+CJK_RUN_RE = re.compile(
+    "[\u3041-\u309a\u309d-\u309f\u30a1-\u30fa\u30fc-\u30ff"
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+    "\U00020000-\U0002a6df\U0002a700-\U0002ebef]+"
+)
+
+
+def contains_cjk(text: str | None) -> bool:
+    """True when ``text`` holds a character of the ``_contains_cjk`` set (§4)."""
+    return text is not None and _CJK_RE.search(text) is not None
+
+
+# The bigram text is rebuilt on every appended message, so the pieces of all runs are made in
+# one pass over an array of code points instead of one Python-level string per piece.
+_RUN_SPLIT_RE = re.compile(f"({CJK_RUN_RE.pattern})")
+_UNIT = next(code for code in "IL" if array(code).itemsize == 4)
+_UNIT_CODEC = "utf-32-le" if sys.byteorder == "little" else "utf-32-be"
+
+
+def _all_run_pieces(runs: list[str]) -> list[str]:
+    """For each run, "ab bc cd d" + BIGRAM_END: each char followed by its successor or the mark."""
+    chars = array(_UNIT)
+    chars.frombytes("".join(runs).encode(_UNIT_CODEC))
+    successors = chars[1:]
+    successors.append(0)
+    ends = list(accumulate(map(len, runs)))
+    for end in ends:
+        successors[end - 1] = ord(BIGRAM_END)
+    out = array(_UNIT, [ord(" ")]) * (3 * len(chars))
+    out[0::3] = chars
+    out[1::3] = successors
+    flat = out.tobytes().decode(_UNIT_CODEC)
+    return [flat[3 * start : 3 * end - 1] for start, end in zip([0, *ends], ends)]
+
+
+def cjk_bigram_text(text: str | None) -> str:
+    """The derived text the bigram index stores: CJK runs as pieces, other text as words."""
+    if not text:
+        return ""
+    parts = _RUN_SPLIT_RE.split(text)  # non-CJK text at even indexes, runs at odd ones
+    parts[0::2] = map(str.strip, parts[0::2])
+    if len(parts) > 1:
+        parts[1::2] = _all_run_pieces(parts[1::2])
+    return " ".join(filter(None, parts))
+
+
 
 # Extra pending rows a writer drains on its way, so rows written by other programs catch up
 # without a maintenance run, at a bounded cost per append.

@@ -17,11 +17,11 @@ from typing import Any
 
 from sqlalchemy import Connection, exc, func, select
 
-from . import layout
-from .errors import SchemaMismatchError
-from .lineage import SANE_FUTURE_S, SANE_MIN_TS, last_activity
-from .migrate import FTS_SHADOW_SUFFIXES, status_of
-from .models import ChatSession
+from hermes_store.db import derived as layout
+from hermes_store.db.migrate import FTS_SHADOW_SUFFIXES, status_of
+from hermes_store.db.models import ChatSession
+from hermes_store.errors import SchemaMismatchError
+from hermes_store.repo.lineage import SANE_FUTURE_S, SANE_MIN_TS, last_activity
 
 WAL_INDEX_VERSION = 3007000
 FTS_SHARE_ADVICE = 0.40

@@ -11,13 +11,12 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import (LargeBinary, Select, case, cast, func, literal_column, or_,
-                        select)
+from sqlalchemy import LargeBinary, Select, case, cast, func, literal_column, or_, select
 
-from . import lineage
-from .fts import MULTIMODAL_PREFIX, text_of_content
-from .models import ChatSession, Message
-from .sessions import Executor, full_row
+from hermes_store.content import MULTIMODAL_PREFIX, text_of_content
+from hermes_store.db.models import ChatSession, Message
+from hermes_store.repo import lineage
+from hermes_store.repo.sessions import Executor, full_row
 
 sessions = ChatSession.__table__
 messages = Message.__table__

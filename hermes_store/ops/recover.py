@@ -36,13 +36,22 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, exc
 
-from . import __version__, maintenance, migrate
-from .backup import copy_with_sidecars, require_free_space, store_bytes
-from .engine import (FILE_MODE, checkpoint, forget, is_lock_error, open_engine, reading,
-                     run_write)
-from .errors import StoreNotFoundError, UsageError
-from .holders import SIDECAR_SUFFIXES, ensure_not_held
-from .models import Base
+from hermes_store.db import migrate
+from hermes_store.db.engine import (
+    FILE_MODE,
+    checkpoint,
+    forget,
+    is_lock_error,
+    open_engine,
+    reading,
+    run_write,
+)
+from hermes_store.db.models import Base
+from hermes_store.errors import StoreNotFoundError, UsageError
+from hermes_store.ops import storage
+from hermes_store.ops.backup import copy_with_sidecars, require_free_space, store_bytes
+from hermes_store.ops.holders import SIDECAR_SUFFIXES, ensure_not_held
+from hermes_store.version import __version__
 
 ProgressFn = Callable[[str, int, int], None]
 DEFAULT_CHUNK = 1000
@@ -427,7 +436,7 @@ def _salvage(copy: Path, out_path: Path, report: RecoveryReport, chunk: int, all
         os.chmod(out_path, FILE_MODE)
         engine = open_engine(out_path)
         with reading(engine) as conn:
-            fresh = maintenance.tables(conn)
+            fresh = storage.tables(conn)
         skip = _SKIP_TABLES | _fts_related(tables)
         canonical = [t for t in Base.metadata.tables if t in tables]
         extras = sorted(t for t in tables if t not in fresh and t not in skip

@@ -10,7 +10,7 @@ order: schema surgery on duplicate ``sqlite_master`` rows (nothing else can run 
 exist), orphan FTS5 shadow tables, triggers writing to tables that are gone, derived objects of
 the head layout that are missing (``layout.recreate_missing``: views, indexes, side tables,
 triggers, each only if absent), the FTS indexes
-(``maintenance.rebuild_indexes``; should it fail, FTS5 ``rebuild`` of each index, by hand
+(``storage.rebuild_indexes``; should it fail, FTS5 ``rebuild`` of each index, by hand
 for external-content indexes), ``REINDEX``. Then every probe runs again and decides the verdict.
 """
 
@@ -26,11 +26,14 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, exc
 
-from . import cjk, layout, maintenance, migrate
-from .backup import backup_path, copy_with_sidecars
-from .engine import is_lock_error, open_engine, run_write
-from .errors import StoreDamagedError, StoreNotFoundError
-from .holders import ensure_not_held
+from hermes_store.db import derived as layout
+from hermes_store.db import migrate
+from hermes_store.db.engine import is_lock_error, open_engine, run_write
+from hermes_store.errors import StoreDamagedError, StoreNotFoundError
+from hermes_store.ops import storage
+from hermes_store.ops.backup import backup_path, copy_with_sidecars
+from hermes_store.ops.holders import ensure_not_held
+from hermes_store.repo import bigrams
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Tables a trigger body writes to: INSERT INTO t, DELETE FROM t, UPDATE t, REPLACE INTO t.
@@ -186,12 +189,12 @@ def _probe_write(conn: Connection) -> Probe:
 
 
 def _probe_fts(conn: Connection, names: list[str]) -> list[Probe]:
-    """``maintenance.integrity_problems`` of every FTS5 table, one probe each, rolled back."""
+    """``storage.integrity_problems`` of every FTS5 table, one probe each, rolled back."""
     for name in names:
         _quote(name)  # an odd name is refused before anything runs
     trans = conn.begin()
     try:
-        problems = maintenance.integrity_problems(conn, names)
+        problems = storage.integrity_problems(conn, names)
     finally:
         trans.rollback()
     return [Probe(f"fts:{name}", False, f"FTS5 integrity-check failed: {problems[name]}",
@@ -328,7 +331,7 @@ def _reindex_external(conn: Connection, table: str, sql: str) -> None:
     names = ", ".join(map(_quote, cols))
     where, params = "", ()
     # Rows in (progress, high_water] are not indexed yet by design (cli-and-formats §3.4).
-    window = maintenance.backfill_window(conn)
+    window = storage.backfill_window(conn)
     if window is not None:
         where, params = f" WHERE NOT ({_quote(key)} > ? AND {_quote(key)} <= ?)", window
     conn.exec_driver_sql(f"INSERT INTO {_quote(table)}({_quote(table)}) VALUES ('delete-all')")
@@ -339,10 +342,10 @@ def _reindex_external(conn: Connection, table: str, sql: str) -> None:
 
 def _rebuild_fts(conn: Connection) -> list[str]:
     """The search layer's rebuild when it works; else each index on its own."""
-    error = _attempt(conn, lambda: maintenance.rebuild_indexes(conn))
+    error = _attempt(conn, lambda: storage.rebuild_indexes(conn))
     if error is None:
-        return ["rebuilt the search indexes (maintenance.rebuild_indexes)"]
-    done = [f"maintenance.rebuild_indexes failed ({error}); rebuilding index by index"]
+        return ["rebuilt the search indexes (storage.rebuild_indexes)"]
+    done = [f"storage.rebuild_indexes failed ({error}); rebuilding index by index"]
     sql_of = {n: sql for t, n, _, sql in schema_rows(conn) if t == "table"}
     for table in fts5_tables(schema_rows(conn)):
         stmt = f"INSERT INTO {_quote(table)}({_quote(table)}) VALUES ('rebuild')"
@@ -379,7 +382,7 @@ def _catch_up_cjk(conn: Connection) -> list[str]:
 
     def drain() -> None:
         nonlocal taken
-        while caught := cjk.catch_up(conn):
+        while caught := bigrams.catch_up(conn):
             taken += caught
 
     error = _attempt(conn, drain)

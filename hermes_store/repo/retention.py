@@ -24,9 +24,9 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, delete, select, update
 
-from . import lineage
-from .models import ChatSession, Message
-from .sessions import Executor
+from hermes_store.db.models import ChatSession, Message
+from hermes_store.repo import lineage
+from hermes_store.repo.sessions import Executor
 
 sessions = ChatSession.__table__
 messages = Message.__table__

@@ -5,10 +5,10 @@ connection (a read transaction the caller opened), streams session by session an
 message, writes every file under a temporary name and renames it only when complete, never
 overwrites without ``force``, and treats ``-`` as stdout. With redaction on, every value that
 reaches an output (bodies, tool arguments, reasoning, metadata, front matter, ``<title>``,
-manifest, file names) has been through one :class:`~hermes_store.redact.Redactor`.
+manifest, file names) has been through one :class:`~hermes_store.transfer.redact.Redactor`.
 
-The Markdown and HTML writers live in :mod:`hermes_store.export_documents`; the reading side in
-:mod:`hermes_store.export_reader`.
+The Markdown and HTML writers live in :mod:`hermes_store.transfer.documents`; the reading side in
+:mod:`hermes_store.transfer.reader`.
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ from typing import Any, TextIO
 
 from sqlalchemy import Connection, Engine
 
-from hermes_store import __version__
 from hermes_store.errors import OutputExistsError, SessionNotFoundError, UsageError
-from hermes_store.export_reader import StoreReader, content_text, iso_utc, sane_time
-from hermes_store.importers import SYNTHETIC_USER_TEXT, strip_injected
 from hermes_store.paths import default_db_path
-from hermes_store.redact import Redactor
+from hermes_store.transfer.parse import SYNTHETIC_USER_TEXT, strip_injected
+from hermes_store.transfer.reader import StoreReader, content_text, iso_utc, sane_time
+from hermes_store.transfer.redact import Redactor
+from hermes_store.version import __version__
 
 __all__ = [
     "EXPORT_FORMAT", "FORMATS", "ExportOptions", "ExportResult", "TRACE_NAMESPACE",
@@ -248,16 +248,16 @@ def export_sessions(source: Connection | Engine, output: str | os.PathLike[str] 
     elif options.format == "trace":
         _export_traces(reader, ids, output, stdout, options, scrub, result, progress)
     else:
-        from hermes_store import export_documents
+        from hermes_store.transfer import documents
 
         if stdout:
             raise UsageError(f"{options.format} export needs a file or directory, not '-'")
         if options.format == "html":
             target = _single_target(output, False, ids, "html")
             assert target is not None
-            export_documents.write_html(reader, ids, target, options, scrub, result, progress)
+            documents.write_html(reader, ids, target, options, scrub, result, progress)
         else:
-            export_documents.write_markdown(reader, ids, output, options, scrub, result, progress)
+            documents.write_markdown(reader, ids, output, options, scrub, result, progress)
     result.redaction_counts = scrub.counts
     return result
 

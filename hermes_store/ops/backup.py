@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .engine import FILE_MODE, open_engine
-from .errors import StoreBusyError, StoreFullError, StoreNotFoundError
-from .holders import SIDECAR_SUFFIXES, store_files
+from hermes_store.db.engine import FILE_MODE, open_engine
+from hermes_store.errors import StoreBusyError, StoreFullError, StoreNotFoundError
+from hermes_store.ops.holders import SIDECAR_SUFFIXES, store_files
 
 BACKUP_DEADLINE_S = 30.0
 PAGES_PER_STEP = 1024

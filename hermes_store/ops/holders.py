@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
-from .errors import StoreHeldError
+from hermes_store.errors import StoreHeldError
 
 SIDECAR_SUFFIXES = ("-wal", "-shm", "-journal")
 _PROC = Path("/proc")

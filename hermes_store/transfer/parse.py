@@ -7,7 +7,7 @@ repository layer's job.
 
 The shared pieces live here: robust line reading, timestamps, wrapper stripping, detection,
 discovery, identity and the :class:`SessionBuilder` both format parsers fill. The per-format rules
-live in :mod:`hermes_store.importers_claude` and :mod:`hermes_store.importers_codex`.
+live in :mod:`hermes_store.transfer.parse_claude` and :mod:`hermes_store.transfer.parse_codex`.
 """
 
 from __future__ import annotations
@@ -621,7 +621,7 @@ def discover(kind: str, root: str | os.PathLike[str] | None = None, *,
 def parse_claude(path: str | os.PathLike[str], *,
                  max_line_bytes: int = MAX_LINE_BYTES) -> ImportedSession:
     """Parse a Claude Code session log (§5.2)."""
-    from hermes_store.importers_claude import parse_claude_file  # format rules live there
+    from hermes_store.transfer.parse_claude import parse_claude_file  # format rules live there
 
     return parse_claude_file(path, max_line_bytes=max_line_bytes)
 
@@ -629,7 +629,7 @@ def parse_claude(path: str | os.PathLike[str], *,
 def parse_codex(path: str | os.PathLike[str], *, session_index: str | os.PathLike[str] | None = None,
                 max_line_bytes: int = MAX_LINE_BYTES) -> ImportedSession:
     """Parse a Codex CLI rollout (§5.3); *session_index* overrides where thread names come from."""
-    from hermes_store.importers_codex import parse_codex_file
+    from hermes_store.transfer.parse_codex import parse_codex_file
 
     return parse_codex_file(path, session_index=session_index, max_line_bytes=max_line_bytes)
 

@@ -1,6 +1,6 @@
-"""Query-side logic of full-text search: pure functions, stdlib only, no database connection.
+"""The query language of full-text search: pure functions, no database connection.
 
-The search contract (``search.md`` §2–§6) is implemented in four layers:
+The search contract (docs/search.md) is implemented in four layers:
 
 * :func:`sanitize_query` turns any user text into an FTS5 expression that is valid for both the
   unicode61 and the trigram tokenizer (or into ``""``, meaning "no search").
@@ -12,99 +12,34 @@ The search contract (``search.md`` §2–§6) is implemented in four layers:
   LIKE expression (:func:`render_like`); :func:`evaluate_tree` combines per-term id sets instead
   when terms are served by different routes.
 
-The CJK bigram index reads text derived by :func:`cjk_bigram_text`; :meth:`Term.bigram_match`
+The CJK bigram index reads text derived by ``repo.bigrams.cjk_bigram_text``; :meth:`Term.bigram_match`
 maps a query term onto the same pieces. Both use one regex so the two sides can never disagree.
 """
 
 from __future__ import annotations
 
-import json
 import operator
 import re
-import sys
 import unicodedata
-from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import Literal, Union
 
+from hermes_store.repo.bigrams import BIGRAM_END, CJK_RUN_RE, contains_cjk
+
 __all__ = [
-    "AND", "BIGRAM_END", "MAX_QUERY_CHARS", "MAX_TERMS", "MULTIMODAL_PREFIX", "NOT", "OR", "And",
-    "Index", "Node", "Not", "Or", "Route", "Term", "build_tree", "cjk_bigram_text", "contains_cjk",
-    "evaluate_tree", "iter_terms", "parse_query", "positive_terms", "render_like", "render_match",
-    "route_term", "sanitize_query", "snippet_from_text", "text_of_content",
+    "AND", "MAX_QUERY_CHARS", "MAX_TERMS", "NOT", "OR", "And", "Index", "Node", "Not", "Or",
+    "Route", "Term", "build_tree", "evaluate_tree", "iter_terms", "parse_query", "positive_terms",
+    "render_like", "render_match", "route_term", "sanitize_query",
 ]
 
 AND, OR, NOT = "AND", "OR", "NOT"
 OPERATORS = frozenset((AND, OR, NOT))
 MAX_QUERY_CHARS = 2048
 MAX_TERMS = 64
-# Private-use mark closing a CJK run in the bigram text. Private use (Co) is a token character for
-# unicode61, so "端" + mark stays one token that no real text produces.
-BIGRAM_END = "\ue000"
-MULTIMODAL_PREFIX = "\x00json:"
 
 Route = Literal["word", "trigram", "bigram", "like"]
 Index = Literal["word", "trigram", "bigram"]
-
-# --- CJK character classes -----------------------------------------------------------------------
-
-_CJK_RANGES = (
-    "\u3000-\u303f"  # CJK symbols and punctuation: counts as CJK, never part of a bigram run
-    "\u3040-\u309f\u30a0-\u30ff"  # hiragana, katakana
-    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # ideographs: extension A, unified, compatibility
-    "\uac00-\ud7af"  # hangul syllables
-    "\U00020000-\U0002a6df\U0002a700-\U0002ebef"  # ideograph extensions B-F
-)
-_CJK_RE = re.compile(f"[{_CJK_RANGES}]")
-# Letters only: U+3000-303F is excluded by the contract, and the few kana-block code points that
-# are punctuation or spacing marks (゛゜゠・) are left out so a run never holds a separator.
-_CJK_RUN_RE = re.compile(
-    "[\u3041-\u309a\u309d-\u309f\u30a1-\u30fa\u30fc-\u30ff"
-    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-    "\U00020000-\U0002a6df\U0002a700-\U0002ebef]+"
-)
-
-
-def contains_cjk(text: str | None) -> bool:
-    """True when ``text`` holds a character of the ``_contains_cjk`` set (§4)."""
-    return text is not None and _CJK_RE.search(text) is not None
-
-
-# The bigram text is rebuilt on every appended message, so the pieces of all runs are made in
-# one pass over an array of code points instead of one Python-level string per piece.
-_RUN_SPLIT_RE = re.compile(f"({_CJK_RUN_RE.pattern})")
-_UNIT = next(code for code in "IL" if array(code).itemsize == 4)
-_UNIT_CODEC = "utf-32-le" if sys.byteorder == "little" else "utf-32-be"
-
-
-def _all_run_pieces(runs: list[str]) -> list[str]:
-    """For each run, "ab bc cd d" + BIGRAM_END: each char followed by its successor or the mark."""
-    chars = array(_UNIT)
-    chars.frombytes("".join(runs).encode(_UNIT_CODEC))
-    successors = chars[1:]
-    successors.append(0)
-    ends = list(accumulate(map(len, runs)))
-    for end in ends:
-        successors[end - 1] = ord(BIGRAM_END)
-    out = array(_UNIT, [ord(" ")]) * (3 * len(chars))
-    out[0::3] = chars
-    out[1::3] = successors
-    flat = out.tobytes().decode(_UNIT_CODEC)
-    return [flat[3 * start : 3 * end - 1] for start, end in zip([0, *ends], ends)]
-
-
-def cjk_bigram_text(text: str | None) -> str:
-    """The derived text the bigram index stores: CJK runs as pieces, other text as words."""
-    if not text:
-        return ""
-    parts = _RUN_SPLIT_RE.split(text)  # non-CJK text at even indexes, runs at odd ones
-    parts[0::2] = map(str.strip, parts[0::2])
-    if len(parts) > 1:
-        parts[1::2] = _all_run_pieces(parts[1::2])
-    return " ".join(filter(None, parts))
-
 
 # --- Terms ---------------------------------------------------------------------------------------
 
@@ -121,7 +56,7 @@ def _bigram_parts(text: str) -> list[tuple[bool, str]]:
     """Split a term into (is_cjk_run, text) parts; parts without a letter or digit add no token."""
     parts: list[tuple[bool, str]] = []
     pos = 0
-    for match in _CJK_RUN_RE.finditer(text):
+    for match in CJK_RUN_RE.finditer(text):
         gap = text[pos : match.start()]
         if _has_alnum(gap):
             parts.append((False, gap.strip()))
@@ -531,61 +466,3 @@ def route_term(
     return "bigram" if bigram_ready else "like"  # trigram needs 3 characters per term
 
 
-# --- Stored text: multimodal content and snippets (§6) -------------------------------------------
-
-_TEXT_PART_TYPES = frozenset(("text", "input_text", "output_text"))
-
-
-def _part_text(part: object) -> str | None:
-    if isinstance(part, str):
-        return part
-    if isinstance(part, dict) and part.get("type", "text") in _TEXT_PART_TYPES:
-        text = part.get("text")
-        return text if isinstance(text, str) else None
-    return None
-
-
-def text_of_content(content: str | None) -> str:
-    """Plain text of a stored ``content``: multimodal parts reduced to their text parts."""
-    if content is None:
-        return ""
-    if not content.startswith(MULTIMODAL_PREFIX):
-        return content
-    try:
-        parts = json.loads(content[len(MULTIMODAL_PREFIX) :])
-    except ValueError:
-        return ""  # never show the sentinel or a broken payload
-    if not isinstance(parts, list):
-        parts = [parts]
-    texts = (_part_text(part) for part in parts)
-    return " ".join(t for t in texts if t)
-
-
-def _find_first(text: str, terms: Sequence[str]) -> re.Match[str] | None:
-    # Longest alternative first, so at a shared start the whole of the longer term is marked.
-    alternatives = sorted({t for t in terms if t}, key=len, reverse=True)
-    if not text or not alternatives:
-        return None
-    pattern = "|".join(map(re.escape, alternatives))
-    return re.search(pattern, text, re.IGNORECASE)
-
-
-def _mark(text: str, match: re.Match[str], width: int, before: int) -> str:
-    start = max(0, match.start() - before)
-    end = start + width
-    hit_end = min(match.end(), end)  # a hit longer than the window is cut, not the window grown
-    hit = text[match.start() : hit_end]
-    body = f"{text[start : match.start()]}>>>{hit}<<<{text[hit_end:end]}"
-    return ("..." if start > 0 else "") + body + ("..." if end < len(text) else "")
-
-
-def snippet_from_text(
-    texts: Sequence[str | None], terms: Sequence[str], width: int = 120, before: int = 40
-) -> str:
-    """Bigram/LIKE snippet: the first literal hit in content, then tool_name, then tool_calls."""
-    plain = [text_of_content(t) for t in texts]
-    for text in plain:
-        match = _find_first(text, terms)
-        if match is not None:
-            return _mark(text, match, width, before)
-    return next((t[:width] for t in plain if t), "")

@@ -1,6 +1,6 @@
 """The database side of ``import`` (cli-and-formats.md §5): our jsonl, Claude Code and Codex logs.
 
-Parsing is :mod:`hermes_store.importers`' job; this module decides and writes.
+Parsing is :mod:`hermes_store.transfer.parse`' job; this module decides and writes.
 
 * **jsonl** (our §4.1 backup format, and ``hermes sessions export``): each line is its own
   transaction, so one bad line never costs the others. An existing id is skipped and counted
@@ -15,7 +15,7 @@ Parsing is :mod:`hermes_store.importers`' job; this module decides and writes.
   messages are added; otherwise changed → skipped with a note unless ``replace``.
 
 Counters (``message_count``, ``tool_call_count``) change in the same transaction as the rows, and
-:func:`hermes_store.cjk.sync_messages` runs for every inserted message inside it.
+:func:`hermes_store.repo.bigrams.sync_messages` runs for every inserted message inside it.
 """
 
 from __future__ import annotations
@@ -29,22 +29,41 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
-    Connection, Engine, MetaData, Table, column, delete, func, insert, select, table, update,
+    Connection,
+    Engine,
+    MetaData,
+    Table,
+    column,
+    delete,
+    func,
+    insert,
+    select,
+    table,
+    update,
 )
 
-from hermes_store import cjk
-from hermes_store.engine import APPEND_BUDGET_S, reading, run_write
+from hermes_store.content import MULTIMODAL_PREFIX
+from hermes_store.db.engine import APPEND_BUDGET_S, reading, run_write
+from hermes_store.db.models import ChatSession
 from hermes_store.errors import (
-    SchemaMismatchError, StoreBusyError, StoreDamagedError, StoreFullError, StoreReplacedError,
+    SchemaMismatchError,
+    StoreBusyError,
+    StoreDamagedError,
+    StoreFullError,
+    StoreReplacedError,
     UsageError,
 )
-from hermes_store.fts import MULTIMODAL_PREFIX
-from hermes_store.importers import (
-    ImportedSession, ReadStats, detect_format, iter_json_lines, parse_claude, parse_codex,
+from hermes_store.repo import bigrams
+from hermes_store.repo.titles import MAX_TITLE_LENGTH, sanitize_title
+from hermes_store.transfer.parse import (
+    ImportedSession,
+    ReadStats,
+    detect_format,
+    iter_json_lines,
+    parse_claude,
+    parse_codex,
     sha256_prefix,
 )
-from hermes_store.models import ChatSession
-from hermes_store.titles import MAX_TITLE_LENGTH, sanitize_title
 
 __all__ = ["FileImportSummary", "ImportResult", "LIVE_STATE_COLUMNS", "import_paths"]
 
@@ -207,7 +226,7 @@ def _insert_messages(conn: Connection, messages: Table, rows: list[dict[str, Any
             conn.execute(insert(messages), group[i:i + _BATCH])
     ids = [int(r["id"]) for r in rows]
     for i in range(0, len(ids), _BATCH):
-        cjk.sync_messages(conn, ids[i:i + _BATCH])
+        bigrams.sync_messages(conn, ids[i:i + _BATCH])
     return ids
 
 

@@ -1,13 +1,13 @@
 """Message search over the compact layout (search.md): routing, set combination, results.
 
-``search_messages(db, query, …)`` sanitizes the query (``fts.sanitize_query``), routes each term
-to the index that can answer it (``fts.route_term``) and then either
+``search_messages(db, query, …)`` sanitizes the query (``language.sanitize_query``), routes each term
+to the index that can answer it (``language.route_term``) and then either
 
 * runs the whole expression as one MATCH when every term uses the same index (the word index
   and the bigram index count as one: each row is judged by exactly one of them, the bigram
   index for the rows it holds, the word index for the others), ordered by bm25; or
 * computes each term's id set on its own route and combines the sets with FTS5's precedence
-  (``fts.evaluate_tree``), ordered by time.
+  (``language.evaluate_tree``), ordered by time.
 
 Every route is bounded: an index lookup, plus LIKE only over the ids still waiting for the CJK
 index (``messages_cjk_pending``) or inside an open backfill window; the explicit LIKE route
@@ -28,8 +28,10 @@ from typing import Any
 from sqlalchemy import Connection, exc
 from sqlalchemy.orm import Session
 
-from . import fts
-from .fts import And, Node, Not, Term
+from hermes_store.content import MULTIMODAL_PREFIX, text_of_content
+from hermes_store.search import language
+from hermes_store.search.language import And, Node, Not, Term
+from hermes_store.search.snippets import snippet_from_text
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +237,7 @@ def _fetch(conn: Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:
 
 
 def _render(tree: Node, leaf: Callable[[Term], str]) -> str:
-    """FTS5 text for ``tree`` with explicit parentheses (same shape as ``fts.render_match``)."""
+    """FTS5 text for ``tree`` with explicit parentheses (same shape as ``language.render_match``)."""
     if isinstance(tree, Term):
         return leaf(tree)
 
@@ -261,7 +263,7 @@ def _like(tree: Node, columns: Sequence[str]) -> tuple[str, list[str]]:
     # A bare ``col LIKE ?`` in WHERE makes SQLite re-prepare the statement at every execution
     # (the bound pattern might allow the LIKE index optimization, useless for our "%…%"
     # patterns); behind IS TRUE the filter is the same and the prepared statement is reused.
-    like, params = fts.render_like(tree, columns)
+    like, params = language.render_like(tree, columns)
     return f"({like}) IS TRUE", params
 
 
@@ -285,7 +287,7 @@ def _has_not(tree: Node) -> bool:
 def _word_parts(tree: Node, layout: Layout) -> list[_Sql]:
     parts: list[_Sql] = []
     if layout.word:
-        match = fts.render_match(tree, "word")
+        match = language.render_match(tree, "word")
         if layout.bigram:
             # On the rows it holds, the bigram index finds every Latin term the word index
             # finds (and Latin runs glued to CJK too). Without NOT the expression is monotone,
@@ -299,18 +301,18 @@ def _word_parts(tree: Node, layout: Layout) -> list[_Sql]:
         return parts
     if layout.window:
         if layout.retired_word:
-            parts.append(_Sql(_RETIRED_WORD_HITS, [fts.render_match(tree, "word"), *layout.window]))
+            parts.append(_Sql(_RETIRED_WORD_HITS, [language.render_match(tree, "word"), *layout.window]))
         else:
             parts.append(_like_part(_WINDOW_LIKE_HITS, tree, _ALL_COLUMNS, layout.window))
     return parts
 
 
 def _trigram_parts(tree: Node, layout: Layout) -> list[_Sql]:
-    parts = [_Sql(_TRIGRAM_HITS, [fts.render_match(tree, "trigram")])]
+    parts = [_Sql(_TRIGRAM_HITS, [language.render_match(tree, "trigram")])]
     if layout.window:
         if layout.retired_trigram:
             parts.append(_Sql(_RETIRED_TRIGRAM_HITS,
-                              [fts.render_match(tree, "trigram"), *layout.window]))
+                              [language.render_match(tree, "trigram"), *layout.window]))
         else:
             parts.append(_like_part(_WINDOW_SCOPE_LIKE_HITS, tree, _SCOPE_COLUMNS, layout.window))
     return parts
@@ -361,9 +363,9 @@ def _plan(tree: Node, layout: Layout, source_filter: list[str] | None,
     tool_role = bool(role_filter) and "tool" in role_filter  # type: ignore[operator]
     excluded = bool(source_filter) and bool(EXCLUDED_SOURCES.intersection(source_filter or ()))
     routes = {
-        term: fts.route_term(term, trigram_available=layout.trigram, bigram_ready=layout.bigram,
+        term: language.route_term(term, trigram_available=layout.trigram, bigram_ready=layout.bigram,
                              tool_role=tool_role, excluded_source_filter=excluded)
-        for term in fts.iter_terms(tree)
+        for term in language.iter_terms(tree)
     }
     return _Plan(tree, routes)
 
@@ -391,8 +393,8 @@ def _normalize_list(value: Sequence[str] | None) -> list[str] | None:
 def _context_text(content: str | None) -> str:
     if content is None:
         return ""
-    if content.startswith(fts.MULTIMODAL_PREFIX):
-        text = fts.text_of_content(content)
+    if content.startswith(MULTIMODAL_PREFIX):
+        text = text_of_content(content)
         return text[:CONTEXT_CHARS] if text else MULTIMODAL_PLACEHOLDER
     return content[:CONTEXT_CHARS]
 
@@ -422,7 +424,7 @@ def _hit(row: Sequence[Any], terms: list[str], known: dict[int, str]) -> dict[st
     if hit_id in known:
         snippet = known[hit_id]
     elif origin == "text":
-        snippet = fts.snippet_from_text([content, tool_name, tool_calls], terms)
+        snippet = snippet_from_text([content, tool_name, tool_calls], terms)
     else:
         snippet = fts_snippet or ""
     return {"id": hit_id, "session_id": session_id, "role": role, "snippet": snippet,
@@ -454,7 +456,7 @@ def _page(conn: Connection, hits: _Sql, tree: Node, layout: Layout, order: str,
     cases = [name for name in _SNIPPET_CASES if present[name]]
     snippet = ("CASE page.origin " + " ".join(_SNIPPET_CASES[c] for c in cases) + " END"
                if cases else "NULL")
-    params += [fts.render_match(tree, c) for c in cases]  # type: ignore[arg-type]
+    params += [language.render_match(tree, c) for c in cases]  # type: ignore[arg-type]
     if top:
         params += [top[1], offset + limit - 1]
     inner, outer = _ORDERS[order]
@@ -489,7 +491,7 @@ def search_messages(db: Session | Connection, query: str | None, *,
     sources = _normalize_list(source_filter)
     if limit == 0 or sources == []:
         return []
-    tree = fts.build_tree(fts.parse_query(fts.sanitize_query(query)))
+    tree = language.build_tree(language.parse_query(language.sanitize_query(query)))
     if tree is None:
         return []
     conn = db.connection() if isinstance(db, Session) else db
@@ -511,10 +513,10 @@ def _top_parts(route: str, tree: Node,
     if layout.window is not None:
         return None
     if route == "trigram" and layout.trigram:
-        return [(_TOP["trigram"], [fts.render_match(tree, "trigram")])], []
+        return [(_TOP["trigram"], [language.render_match(tree, "trigram")])], []
     if route == "word" and layout.word:
         word = _TOP["word"].format(split=_SPLIT if layout.bigram and _has_not(tree) else "")
-        parts = [(word, [fts.render_match(tree, "word")])]
+        parts = [(word, [language.render_match(tree, "word")])]
         if layout.bigram:
             parts.append((_TOP["bigram"], [_render(tree, _bigram_leaf)]))
         return parts, []
@@ -571,7 +573,7 @@ def _search(conn: Connection, tree: Node, sources: list[str] | None,
         if hits is None:
             hits = _Sql.union(_route_parts(route, tree, layout, sources))
     else:
-        ids = fts.evaluate_tree(tree, lambda t: _term_ids(conn, t, plan.routes[t], layout, sources))
+        ids = language.evaluate_tree(tree, lambda t: _term_ids(conn, t, plan.routes[t], layout, sources))
         if not ids:
             return []
         hits = _Sql(_ID_LIST_HITS, [json.dumps(sorted(ids))])
@@ -597,5 +599,5 @@ def _bigram_page(conn: Connection, tree: Node, layout: Layout, extra: list[_Sql]
 def _results(page: list[Any], tree: Node, known: dict[int, str]) -> list[dict[str, Any]]:
     if not page:
         return []
-    terms = [t.text for t in fts.positive_terms(tree)]
+    terms = [t.text for t in language.positive_terms(tree)]
     return [_hit(row, terms, known) for row in page]

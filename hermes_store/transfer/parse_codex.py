@@ -1,4 +1,4 @@
-"""Codex CLI rollouts → :class:`~hermes_store.importers.ImportedSession` (§5.3).
+"""Codex CLI rollouts → :class:`~hermes_store.transfer.parse.ImportedSession` (§5.3).
 
 File: ``~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<uuid>.jsonl``; every line is
 ``{"timestamp", "type", "payload"}``. Messages come from ``response_item`` only: ``event_msg``
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermes_store.importers import (
+from hermes_store.transfer.parse import (
     MAX_LINE_BYTES,
     SOURCE_CODEX,
     ImportedSession,

@@ -18,8 +18,8 @@ from sqlalchemy import Connection, case, exc, func, literal_column, select, upda
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from . import titles
-from .models import ChatSession, StateMeta
+from hermes_store.db.models import ChatSession, StateMeta
+from hermes_store.repo import titles
 
 sessions = ChatSession.__table__
 state_meta = StateMeta.__table__

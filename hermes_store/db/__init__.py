@@ -1,0 +1,1 @@
+"""The database layer: connection policy, models, the schema catalog, migrations, derived DDL."""

@@ -1,0 +1,444 @@
+"""The one SQLite connection policy of hermes_store.
+
+Everything about how we talk to the file lives here, so that the facade, the CLI, Alembic and
+the tests all get the same behaviour:
+
+* one Engine per file per process (a registry), so a process never contends with itself;
+* pysqlite's implicit transaction handling is switched off and we emit ``BEGIN`` ourselves:
+  DDL becomes transactional (a failed revision leaves nothing behind) and writers can say
+  ``BEGIN IMMEDIATE``, taking the write lock before doing any work;
+* a short SQLite busy timeout, then application-level retries with jitter, bounded by a time
+  budget rather than an attempt count (a sibling holding the lock for seconds must not exhaust
+  us, and identical back-off would make writers queue in convoys);
+* WAL, ``foreign_keys=ON``, ``journal_size_limit`` 64 MiB, a PASSIVE checkpoint every 50 writes;
+* new database files (and so their ``-wal``/``-shm``, which SQLite creates with the main file's
+  mode) are 0600;
+* opening an existing store writes nothing: the pragmas used are per-connection, and the journal
+  mode is only changed when it is not WAL already.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from sqlalchemy import Connection, Engine, create_engine, event, exc
+from sqlalchemy.orm import Session
+from sqlalchemy.pool import QueuePool
+
+from hermes_store.errors import (
+    HermesStoreError,
+    SearchIndexMissingError,
+    StoreBusyError,
+    StoreDamagedError,
+    StoreFullError,
+    StoreNotFoundError,
+    StoreReplacedError,
+)
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_S = 1.0
+WRITE_BUDGET_S = 20.0
+APPEND_BUDGET_S = 60.0
+MIN_ATTEMPTS = 15
+RETRY_MIN_S, RETRY_MAX_S = 0.020, 0.150
+SLOW_RETRY_MIN_S, SLOW_RETRY_MAX_S = 0.25, 1.0
+FAST_PHASE_S = 2.0
+CHECKPOINT_EVERY_N_WRITES = 50
+JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
+FILE_MODE = 0o600
+
+_BEGIN_MODES = frozenset({"DEFERRED", "IMMEDIATE", "EXCLUSIVE"})
+# Errors that mean "this filesystem cannot do WAL" (network and FUSE mounts).
+_WAL_UNSUPPORTED = ("locking protocol", "not authorized", "disk i/o error")
+# A derived search table that is gone while its triggers remain: every append then fails.
+_SEARCH_TABLE_MISSING = re.compile(r"no such table: (?:main\.)?(messages_(?:fts|cjk)\w*)")
+
+T = TypeVar("T")
+
+
+@dataclass
+class _FileState:
+    """Per-file, per-process state shared by every engine opened on that file."""
+
+    write_lock: threading.RLock = field(default_factory=threading.RLock)
+    writes: int = 0
+    wal_warned: bool = False
+
+
+_registry_lock = threading.Lock()
+_engines: dict[tuple[str, bool], Engine] = {}
+_files: dict[str, _FileState] = {}
+
+
+def _file_state(path: str) -> _FileState:
+    with _registry_lock:
+        return _files.setdefault(path, _FileState())
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def _sqlite_error(err: BaseException) -> BaseException:
+    """The DB-API exception behind a SQLAlchemy wrapper (or the error itself)."""
+    return err.orig if isinstance(err, exc.DBAPIError) and err.orig is not None else err
+
+
+def is_lock_error(err: BaseException) -> bool:
+    inner = _sqlite_error(err)
+    if not isinstance(inner, sqlite3.OperationalError) or isinstance(inner, StoreBusyError):
+        return False
+    code = getattr(inner, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    # Only an error without a code is judged by its text: "no such table: blocked_users" or a
+    # trigger's RAISE mentioning "busy" must fail at once, not be retried for the whole budget.
+    text = str(inner).lower()
+    return "database is locked" in text or "database table is locked" in text or "busy" in text
+
+
+def is_full_error(err: BaseException) -> bool:
+    inner = _sqlite_error(err)
+    code = getattr(inner, "sqlite_errorcode", None)
+    return (code is not None and (code & 0xFF) == sqlite3.SQLITE_FULL) or (
+        "database or disk is full" in str(inner).lower()
+    )
+
+
+def unwrap(err: BaseException) -> BaseException:
+    """Translate a driver error into what our callers are promised.
+
+    SQLAlchemy wraps sqlite3 errors; v11 callers catch the ``sqlite3`` classes, so we hand
+    those back, and turn a few conditions into our own (still ``sqlite3``-derived) types.
+    """
+    inner = _sqlite_error(err)
+    if isinstance(inner, HermesStoreError):
+        return inner  # already translated by the connect hook: wrapping again repeats the advice
+    missing = _SEARCH_TABLE_MISSING.search(str(inner))
+    if isinstance(inner, sqlite3.OperationalError) and missing:
+        return SearchIndexMissingError(
+            f"{inner}: the search index {missing.group(1)} is missing (the messages themselves "
+            "are intact); run `hermes-store repair` to restore it")
+    if is_full_error(inner):
+        return StoreFullError(f"the database or disk is full; the write was rolled back ({inner})")
+    text = str(inner).lower()
+    if isinstance(inner, sqlite3.DatabaseError) and (
+        "file is not a database" in text or "malformed" in text
+    ):
+        return StoreDamagedError(
+            f"{inner}: the store is damaged; run `hermes-store repair --check-only`, "
+            "then `hermes-store recover --source PATH --output NEW`"
+        )
+    return inner
+
+
+# --------------------------------------------------------------------------- opening
+
+
+def _ensure_file(path: Path) -> None:
+    """Create the database file 0600 before SQLite does, so its sidecars inherit the mode."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
+    except FileExistsError:
+        return
+    os.close(fd)
+
+
+def _set_wal(dbapi: sqlite3.Connection, path: str) -> None:
+    mode = dbapi.execute("PRAGMA journal_mode").fetchone()[0]
+    if str(mode).lower() in ("wal", "memory"):
+        return
+    try:
+        dbapi.execute("PRAGMA journal_mode=WAL")
+    except sqlite3.OperationalError as err:
+        if not any(s in str(err).lower() for s in _WAL_UNSUPPORTED):
+            raise
+        state = _file_state(path)
+        if not state.wal_warned:
+            state.wal_warned = True
+            log.warning("WAL is not supported for %s (%s); using journal_mode=DELETE", path, err)
+        dbapi.execute("PRAGMA journal_mode=DELETE")
+
+
+class UndecodableText(str):
+    """Stored text that is not valid UTF-8: reads as replacement characters, keeps ``raw``.
+
+    Readers that must be lossless (the jsonl backup) export ``raw``; everything else just sees
+    a string.
+    """
+
+    raw: bytes
+
+
+def _decode_text(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = UndecodableText(raw.decode("utf-8", "replace"))
+        text.raw = raw
+        return text
+
+
+def _connect_factory(path: str, readonly: bool) -> Callable[[], sqlite3.Connection]:
+    def connect() -> sqlite3.Connection:
+        if readonly:
+            target = Path(path).resolve().as_uri() + "?mode=ro"
+            dbapi = sqlite3.connect(target, uri=True, timeout=BUSY_TIMEOUT_S,
+                                    check_same_thread=False, isolation_level=None)
+        else:
+            dbapi = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, check_same_thread=False,
+                                    isolation_level=None)
+        # Legacy rows and other programs hold text that is not valid UTF-8 (SQLite's JSON
+        # functions turn a lone-surrogate escape such as "\ud83d" into such bytes): one bad cell
+        # must degrade to replacement characters, not make a search, an export or an append raise.
+        dbapi.text_factory = _decode_text
+        try:
+            dbapi.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+            dbapi.execute("PRAGMA foreign_keys=ON")
+            dbapi.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
+            if not readonly:
+                _set_wal(dbapi, path)
+        except sqlite3.DatabaseError as err:
+            dbapi.close()
+            raise unwrap(err) from err
+        return dbapi
+
+    return connect
+
+
+def _install_transaction_control(engine: Engine) -> None:
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:  # pragma: no branch - tiny
+        mode = str(conn.get_execution_options().get("hermes_begin", "DEFERRED")).upper()
+        if mode not in _BEGIN_MODES:
+            raise ValueError(f"unknown BEGIN mode {mode!r}")
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def _make_engine(path: str, readonly: bool) -> Engine:
+    # A small pool: reusing connections keeps the WAL open between writes (closing the last
+    # connection checkpoints and deletes it, which is slow and races other processes' sidecars).
+    identity = _identity(path)
+    engine = create_engine(
+        f"sqlite+pysqlite:///{path}",
+        creator=_connect_factory(path, readonly),
+        poolclass=QueuePool,
+        pool_size=4,
+        max_overflow=8,
+    )
+    _install_transaction_control(engine)
+    engine.info = {"path": path, "readonly": readonly,  # type: ignore[attr-defined]
+                   "identity": identity}
+    return engine
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _check_same_file(engine: Engine) -> None:
+    """Refuse to write when the path no longer names the file our connections have open.
+
+    In WAL mode SQLite keeps committing into a deleted or replaced file without a word (only
+    rollback journals report SQLITE_READONLY_DBMOVED), so every later write would be lost while
+    the caller is told it succeeded.
+    """
+    expected = engine.info.get("identity")  # type: ignore[attr-defined]
+    if expected is None:
+        return
+    path = engine_path(engine)
+    if _identity(path) != expected:
+        raise StoreReplacedError(
+            f"{path} was deleted or replaced while this process had it open; nothing was "
+            "written. Restart the process so that it opens the current file.")
+
+
+def open_engine(path: str | os.PathLike[str], *, readonly: bool = False) -> Engine:
+    """The process-wide Engine for ``path``; read-write opens create the file (0600) if missing."""
+    p = Path(path).expanduser()
+    if readonly:
+        if not p.exists():
+            raise StoreNotFoundError(f"no store at {p}")
+    else:
+        _ensure_file(p)
+    key = (str(p.resolve()), readonly)
+    with _registry_lock:
+        engine = _engines.get(key)
+        if engine is None:
+            engine = _engines[key] = _make_engine(key[0], readonly)
+    return engine
+
+
+def engine_path(engine: Engine) -> str:
+    return str(engine.url.database)
+
+
+def forget(path: str | os.PathLike[str]) -> None:
+    """Close and unregister this process's engines on ``path`` (before deleting or replacing
+    the file on purpose, so a later open sees the new file instead of refusing to write)."""
+    resolved = str(Path(path).expanduser().resolve())
+    with _registry_lock:
+        for key in [k for k in _engines if k[0] == resolved]:
+            _engines.pop(key).dispose()
+
+
+def dispose_all() -> None:
+    """Forget every registered engine (tests, and processes that fork)."""
+    with _registry_lock:
+        for engine in _engines.values():
+            engine.dispose()
+        _engines.clear()
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _sleep_for(elapsed: float) -> float:
+    if elapsed < FAST_PHASE_S:
+        return random.uniform(RETRY_MIN_S, RETRY_MAX_S)
+    return random.uniform(SLOW_RETRY_MIN_S, SLOW_RETRY_MAX_S)
+
+
+def _retrying(engine: Engine, attempt: Callable[[], T], *, budget: float, what: str) -> T:
+    """Run ``attempt()`` under this file's in-process write lock, retrying lock errors.
+
+    Each retry waits a jittered interval (short at first, longer once a sibling has held the
+    lock for a while) and never sleeps past ``budget``; then :class:`StoreBusyError` (an
+    ``sqlite3.OperationalError``) says how long we waited. Other errors propagate at once, as
+    the ``sqlite3`` error behind them.
+    """
+    state = _file_state(engine_path(engine))
+    start = time.monotonic()
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            with state.write_lock:
+                return attempt()
+        except Exception as err:  # noqa: BLE001 - classified below
+            if not is_lock_error(err):
+                translated = unwrap(err)
+                if translated is err:
+                    raise
+                raise translated from err
+            elapsed = time.monotonic() - start
+            if elapsed >= budget:
+                raise StoreBusyError(
+                    f"database is locked: {what} gave up after {elapsed:.1f}s "
+                    f"({attempts} attempts); another process holds the write lock",
+                    waited_s=elapsed, attempts=attempts,
+                ) from err
+            time.sleep(min(_sleep_for(elapsed), max(0.0, budget - elapsed)))
+
+
+def run_write(engine: Engine, fn: Callable[[Connection], T], *, budget: float = WRITE_BUDGET_S,
+              what: str = "write") -> T:
+    """Run ``fn(connection)`` as one ``BEGIN IMMEDIATE`` transaction and commit it.
+
+    On a lock error the whole unit is rolled back and retried (see :func:`_retrying`), so
+    ``fn`` must be safe to run again: no side effects outside the database.
+    """
+
+    def attempt() -> T:
+        with engine.connect() as conn:
+            conn = conn.execution_options(hermes_begin="IMMEDIATE")
+            with conn.begin():
+                _check_same_file(engine)
+                return fn(conn)
+
+    result = _retrying(engine, attempt, budget=budget, what=what)
+    _after_write(engine, _file_state(engine_path(engine)))
+    return result
+
+
+def vacuum(engine: Engine, *, budget: float = WRITE_BUDGET_S) -> None:
+    """``VACUUM`` under the same lock-retry policy as every write.
+
+    VACUUM cannot run inside a transaction, so it goes straight to the driver connection
+    (which is in autocommit mode: we never let pysqlite open transactions on its own).
+    """
+
+    def attempt() -> None:
+        with engine.connect() as conn:
+            _check_same_file(engine)
+            conn.connection.driver_connection.execute("VACUUM")  # type: ignore[union-attr]
+
+    _retrying(engine, attempt, budget=budget, what="vacuum")
+
+
+def run_write_session(engine: Engine, fn: Callable[[Session], T], *,
+                      budget: float = WRITE_BUDGET_S, what: str = "write") -> T:
+    """:func:`run_write` for ORM code: ``fn`` gets a Session joined to the write transaction."""
+
+    def unit(conn: Connection) -> T:
+        with Session(bind=conn, expire_on_commit=False) as session:
+            out = fn(session)
+            session.flush()
+            return out
+
+    return run_write(engine, unit, budget=budget, what=what)
+
+
+def _after_write(engine: Engine, state: _FileState) -> None:
+    state.writes += 1
+    if state.writes % CHECKPOINT_EVERY_N_WRITES == 0:
+        checkpoint(engine, "PASSIVE")
+
+
+def checkpoint(engine: Engine, mode: str = "PASSIVE") -> tuple[int, int, int] | None:
+    """Best-effort WAL checkpoint; returns (busy, log frames, checkpointed frames) or None."""
+    mode = mode.upper()
+    if mode not in ("PASSIVE", "FULL", "RESTART", "TRUNCATE"):
+        raise ValueError(f"unknown checkpoint mode {mode!r}")
+    try:
+        with engine.connect() as conn:
+            row = conn.exec_driver_sql(f"PRAGMA wal_checkpoint({mode})").fetchone()
+            conn.commit()
+    except exc.DBAPIError as err:
+        log.debug("checkpoint %s skipped: %s", mode, err)
+        return None
+    return (int(row[0]), int(row[1]), int(row[2])) if row else None
+
+
+@contextlib.contextmanager
+def reading(engine: Engine) -> Iterator[Connection]:
+    """A short read transaction; errors come back as the ``sqlite3`` classes callers expect."""
+    try:
+        with engine.connect() as conn:
+            with conn.begin():
+                yield conn
+    except exc.DBAPIError as err:
+        raise unwrap(err) from err
+    except sqlite3.Error as err:
+        # Statements run on the driver connection under ``conn`` (hot read paths) raise the
+        # raw class: damage must name its remedy whichever way the statement went.
+        translated = unwrap(err)
+        if translated is err:
+            raise
+        raise translated from err
+
+
+@contextlib.contextmanager
+def read_session(engine: Engine) -> Iterator[Session]:
+    with reading(engine) as conn, Session(bind=conn) as session:
+        yield session
+
+
+def sqlite_version() -> tuple[int, ...]:
+    return sqlite3.sqlite_version_info

@@ -1,0 +1,1 @@
+"""Whole-store operations: storage upkeep, stats, backup, holders, repair, recover."""

@@ -1,0 +1,351 @@
+"""Storage maintenance: moving off the inline index, FTS upkeep and ``compact`` (the
+``optimize`` verb), integrity (not retention).
+
+``optimize_storage`` finishes what revision 0013 started cheaply:
+
+1. **backfill** — index the window ``(P, H]`` of ``state_meta`` (``fts_rebuild_progress``,
+   ``fts_rebuild_high_water``) in chunks. Each chunk is one short write transaction that indexes
+   its ids in every index and moves ``P`` in the same commit, so a ``kill -9`` anywhere leaves
+   either the whole chunk or none of it: a rerun continues from ``P`` and indexes every row
+   exactly once. When ``P`` reaches ``H`` both keys are deleted and the triggers own every row.
+   Rows written by other programs (``messages_cjk_pending``) are caught up too.
+2. **teardown** — the retired inline tables (``…_old``) are no longer read once the window is
+   closed. Their shadow tables are emptied in small transactions (an FTS5 ``DELETE`` would
+   re-tokenize every row; the retired index is never consulted again, so its pages are simply
+   released), then the emptied tables are dropped.
+3. **vacuum** — ``VACUUM`` returns the freed pages to the file system; a ``TRUNCATE``
+   checkpoint empties the WAL.
+
+Progress is reported as ``progress(phase, done, total)`` with phases ``backfill``,
+``teardown``, ``vacuum`` and ``done``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+
+from hermes_store.db.engine import checkpoint, engine_path, open_engine, reading, run_write
+from hermes_store.db.engine import vacuum as vacuum_store  # ``vacuum`` is a flag of the verbs below
+from hermes_store.ops.backup import require_free_space
+from hermes_store.paths import resolve_db_path
+from hermes_store.repo import bigrams
+
+Progress = Callable[[str, int, int], None]
+
+BACKFILL_CHUNK = 500
+TEARDOWN_CHUNK = 200
+INDEXES = ("messages_fts", "messages_fts_trigram", "messages_fts_cjk")
+RETIRED = ("messages_fts_old", "messages_fts_trigram_old", "messages_fts_cjk_old")
+# FTS5 keeps its averages (rowid 1) and structure record (rowid 10) in _data; leaving them lets
+# the emptied table still connect, so DROP TABLE can run its normal path.
+_KEEP_DATA_ROWID = 10
+
+_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
+_WINDOW = "SELECT lo, hi FROM fts_backfill_window"
+_HAS_WINDOW_VIEW = ("SELECT 1 FROM sqlite_master "
+                    "WHERE type = 'view' AND name = 'fts_backfill_window'")
+_BACKFILL_WORD = """
+INSERT INTO messages_fts (rowid, content, tool_name, tool_calls)
+SELECT id, content, tool_name, tool_calls FROM messages_fts_src WHERE id > ? AND id <= ?"""
+_BACKFILL_TRIGRAM = """
+INSERT INTO messages_fts_trigram (rowid, content, tool_name)
+SELECT id, content, tool_name FROM messages_fts_trigram_src WHERE id > ? AND id <= ?"""
+_SET_PROGRESS = "UPDATE state_meta SET value = ? WHERE key = 'fts_rebuild_progress'"
+_CLOSE_WINDOW = ("DELETE FROM state_meta "
+                 "WHERE key IN ('fts_rebuild_progress', 'fts_rebuild_high_water')")
+# FTS5's own 'rebuild' scans the content view with a statement that may not use a table-valued
+# function (json_each, which reads multimodal parts): empty the index and insert from the view.
+_REBUILD = {
+    "messages_fts": ("INSERT INTO messages_fts (messages_fts) VALUES ('delete-all')",
+                     _BACKFILL_WORD),
+    "messages_fts_trigram": (
+        "INSERT INTO messages_fts_trigram (messages_fts_trigram) VALUES ('delete-all')",
+        _BACKFILL_TRIGRAM),
+}
+_DELETE_ALL_CJK = "INSERT INTO messages_fts_cjk (messages_fts_cjk) VALUES ('delete-all')"
+_MAX_ID = "SELECT COALESCE(max(id), 0) FROM messages"
+_OPTIMIZE = {name: f"INSERT INTO {name} ({name}) VALUES ('optimize')" for name in INDEXES}
+_INTEGRITY = "INSERT INTO {t} ({t}) VALUES ('integrity-check')"
+# Shadow tables of a retired table, with the statement that deletes one chunk of each.
+_DRAIN = {
+    "_data": 'DELETE FROM "{t}_data" WHERE rowid IN '
+             f'(SELECT rowid FROM "{{t}}_data" WHERE rowid > {_KEEP_DATA_ROWID} LIMIT ?)',
+    "_idx": 'DELETE FROM "{t}_idx" WHERE (segid, term) IN '
+            '(SELECT segid, term FROM "{t}_idx" LIMIT ?)',
+    "_content": 'DELETE FROM "{t}_content" WHERE rowid IN '
+                '(SELECT rowid FROM "{t}_content" LIMIT ?)',
+    "_docsize": 'DELETE FROM "{t}_docsize" WHERE rowid IN '
+                '(SELECT rowid FROM "{t}_docsize" LIMIT ?)',
+}
+_COUNT = {
+    "_data": f'SELECT count(*) FROM "{{t}}_data" WHERE rowid > {_KEEP_DATA_ROWID}',
+    "_idx": 'SELECT count(*) FROM "{t}_idx"',
+    "_content": 'SELECT count(*) FROM "{t}_content"',
+    "_docsize": 'SELECT count(*) FROM "{t}_docsize"',
+}
+
+
+@dataclass
+class StorageReport:
+    """What ``optimize_storage`` did: rows indexed, retired tables dropped, file sizes."""
+
+    rows_backfilled: int = 0
+    pending_caught_up: int = 0
+    tables_dropped: list[str] = field(default_factory=list)
+    bytes_before: int = 0
+    bytes_after: int = 0
+    vacuumed: bool = False
+
+
+def _engine(target: str | os.PathLike[str] | Engine | None) -> Engine:
+    return target if isinstance(target, Engine) else open_engine(resolve_db_path(target))
+
+
+def _file_bytes(engine: Engine) -> int:
+    path = Path(engine_path(engine))
+    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+def tables(conn: Connection) -> set[str]:
+    return {r[0] for r in conn.exec_driver_sql(_TABLES)}
+
+
+def backfill_window(conn: Connection) -> tuple[int, int] | None:
+    """``(P, H)`` while rows are still to be backfilled, else ``None``."""
+    # Before revision 0014 there is no view and so no window. Any other failure must surface:
+    # a window that reads as closed lets optimize_storage drop the _old indexes still serving it.
+    if conn.exec_driver_sql(_HAS_WINDOW_VIEW).first() is None:
+        return None
+    row = conn.exec_driver_sql(_WINDOW).first()
+    return (int(row[0]), int(row[1])) if row is not None else None
+
+
+def backfill_chunk(conn: Connection, chunk: int = BACKFILL_CHUNK) -> tuple[int, int] | None:
+    """Index the next ``chunk`` ids of the window; returns the new ``(P, H)`` or ``None``.
+
+    Runs inside the caller's transaction; the marker moves in it, so the chunk is all or nothing.
+    """
+    window = backfill_window(conn)
+    if window is None:
+        return None
+    lo, hi = window
+    top = min(lo + max(1, chunk), hi)
+    present = tables(conn)
+    if "messages_fts" in present:
+        conn.exec_driver_sql(_BACKFILL_WORD, (lo, top))
+    if "messages_fts_trigram" in present:
+        conn.exec_driver_sql(_BACKFILL_TRIGRAM, (lo, top))
+    if "messages_cjk" in present:
+        bigrams.index_range(conn, lo, top)
+    if top >= hi:
+        conn.exec_driver_sql(_CLOSE_WINDOW)
+    else:
+        conn.exec_driver_sql(_SET_PROGRESS, (str(top),))
+    return top, hi
+
+
+def _drain_chunk(conn: Connection, table: str, limit: int) -> int:
+    """Delete up to ``limit`` rows from the shadow tables of a retired table; 0 when empty."""
+    present = tables(conn)
+    removed = 0
+    for suffix, stmt in _DRAIN.items():
+        if table + suffix in present and removed < limit:
+            removed += conn.exec_driver_sql(stmt.format(t=table), (limit - removed,)).rowcount
+    return removed
+
+
+def _remaining(conn: Connection, table: str) -> int:
+    present = tables(conn)
+    return sum(int(conn.exec_driver_sql(stmt.format(t=table)).scalar() or 0)
+               for suffix, stmt in _COUNT.items() if table + suffix in present)
+
+
+def _drop(conn: Connection, table: str) -> None:
+    if table in tables(conn):
+        conn.exec_driver_sql(f'DROP TABLE "{table}"')
+
+
+def optimize_storage(target: str | os.PathLike[str] | Engine | None = None,
+                     progress: Progress | None = None, vacuum: bool = True, *,
+                     chunk: int = BACKFILL_CHUNK,
+                     teardown_chunk: int = TEARDOWN_CHUNK) -> StorageReport:
+    """Backfill the new indexes, retire the inline ones, return the space. Resumable."""
+    engine = _engine(target)
+    report = StorageReport(bytes_before=_file_bytes(engine))
+    notify = progress or (lambda phase, done, total: None)
+
+    with reading(engine) as conn:
+        window = backfill_window(conn)
+    if window is not None:
+        first = window[0]
+        notify("backfill", 0, window[1] - first)
+        while window is not None:
+            window = run_write(engine, lambda c: backfill_chunk(c, chunk), what="backfill")
+            if window is not None:
+                notify("backfill", window[0] - first, window[1] - first)
+                report.rows_backfilled = window[0] - first
+                if window[0] >= window[1]:
+                    window = None
+    while taken := run_write(engine, bigrams.catch_up, what="cjk catch-up"):
+        report.pending_caught_up += taken
+
+    with reading(engine) as conn:
+        retired = [t for t in RETIRED if t in tables(conn)]
+        total = sum(_remaining(conn, t) for t in retired)
+    done = 0
+    notify("teardown", 0, total)
+    for table in retired:
+        while removed := run_write(engine, lambda c: _drain_chunk(c, table, teardown_chunk),
+                                   what="teardown"):
+            done += removed
+            notify("teardown", min(done, total), total)
+        run_write(engine, lambda c: _drop(c, table), what="teardown")
+        report.tables_dropped.append(table)
+
+    if vacuum:
+        notify("vacuum", 0, 1)
+        vacuum_store(engine)
+        report.vacuumed = True
+        notify("vacuum", 1, 1)
+    checkpoint(engine, "TRUNCATE")
+    report.bytes_after = _file_bytes(engine)
+    notify("done", 1, 1)
+    return report
+
+
+# --------------------------------------------------------------------------- upkeep
+
+
+def optimize(target: str | os.PathLike[str] | Engine | None = None) -> list[str]:
+    """Merge each index's segments (FTS5 ``optimize``), catch up CJK rows, ``PRAGMA optimize``."""
+    engine = _engine(target)
+    done: list[str] = []
+
+    def unit(conn: Connection) -> None:
+        present = tables(conn)
+        for name in INDEXES:
+            if name in present:
+                conn.exec_driver_sql(_OPTIMIZE[name])
+                done.append(name)
+        conn.exec_driver_sql("PRAGMA optimize")
+
+    while run_write(engine, bigrams.catch_up, what="cjk catch-up"):
+        pass
+    run_write(engine, unit, what="optimize")
+    return done
+
+
+@dataclass
+class Sizes:
+    """Bytes of the main file and of its ``-wal`` (``optimize`` prints both)."""
+
+    main: int
+    wal: int
+
+    @classmethod
+    def of(cls, path: Path) -> Sizes:
+        wal = Path(f"{path}-wal")
+        return cls(path.stat().st_size if path.exists() else 0,
+                   wal.stat().st_size if wal.exists() else 0)
+
+
+@dataclass
+class OptimizeResult:
+    """What ``compact`` did: sizes before and after, the steps run, the indexes merged."""
+
+    before: Sizes
+    after: Sizes
+    steps: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def preflight(path: Path) -> None:
+    """VACUUM needs about the store's size free beside it and again in the temp directory."""
+    need = path.stat().st_size
+    require_free_space(path.parent, need, "optimize (VACUUM)")
+    require_free_space(Path(tempfile.gettempdir()), need, "optimize (VACUUM's temp copy)")
+
+
+def compact(engine: Engine, progress: Callable[[str], None] | None = None, *,
+            vacuum: bool = True) -> OptimizeResult:
+    """``optimize`` (cli-and-formats.md §3.4): :func:`optimize`, a PASSIVE checkpoint so VACUUM
+    starts from a short WAL, ``VACUUM``, then a TRUNCATE checkpoint.
+
+    VACUUM writes the whole file through the WAL: without the last step a 3 GB store leaves a
+    3 GB ``-wal`` behind (lessons.md §8). The caller owns the whole-file preconditions (no other
+    holder, free disk); :func:`preflight` states the disk one. ``progress`` gets each step's name.
+    """
+    path = Path(engine_path(engine))
+    note = progress or (lambda step: None)
+    result = OptimizeResult(Sizes.of(path), Sizes.of(path))
+    note("merging FTS segments")
+    result.merged = optimize(engine)
+    result.steps += ["fts optimize", "pragma optimize"]
+    note("checkpoint (PASSIVE)")
+    checkpoint(engine, "PASSIVE")
+    result.steps.append("checkpoint passive")
+    if vacuum:
+        note("VACUUM")
+        vacuum_store(engine)
+        result.steps.append("vacuum")
+    note("checkpoint (TRUNCATE)")
+    checkpoint(engine, "TRUNCATE")
+    result.steps.append("checkpoint truncate")
+    result.after = Sizes.of(path)
+    return result
+
+
+def integrity_problems(conn: Connection,
+                       names: Iterable[str] = INDEXES) -> dict[str, str]:
+    """FTS5 ``integrity-check`` of each present table of ``names``: ``{name: error}``, empty
+    when all agree. ``repair`` passes every FTS5 table of the schema, retired ones included.
+
+    Rows inside an open backfill window are not indexed yet by design; check after the
+    backfill (the external-content check compares every row of the source view).
+    """
+    problems: dict[str, str] = {}
+    present = tables(conn)
+    for name in names:
+        if name not in present:
+            continue
+        # The name is one of the schema's own tables, quoted: never text from a user.
+        quoted = '"' + name.replace('"', '""') + '"'
+        conn.exec_driver_sql("SAVEPOINT fts_check")
+        try:
+            conn.exec_driver_sql(_INTEGRITY.format(t=quoted))
+        except Exception as err:  # noqa: BLE001 - the message is the finding
+            problems[name] = str(getattr(err, "orig", err))
+        finally:
+            conn.exec_driver_sql("RELEASE fts_check")
+    return problems
+
+
+def rebuild_indexes(conn: Connection) -> None:
+    """Rebuild every index from ``messages`` in the caller's transaction (used by ``repair``).
+
+    The word and trigram indexes re-read their views; the CJK side rows are derived again. Any
+    backfill window is closed, since the rebuild covers every row.
+    """
+    present = tables(conn)
+    top = int(conn.exec_driver_sql(_MAX_ID).scalar() or 0)
+    for name, (empty, fill) in _REBUILD.items():
+        if name in present:
+            conn.exec_driver_sql(empty)
+            conn.exec_driver_sql(fill, (0, top))
+    if "messages_cjk" in present:
+        conn.exec_driver_sql("DELETE FROM messages_cjk")
+        conn.exec_driver_sql(_DELETE_ALL_CJK)
+        for lo in range(0, top, BACKFILL_CHUNK):
+            bigrams.index_range(conn, lo, min(lo + BACKFILL_CHUNK, top))
+    if "state_meta" in present:
+        conn.exec_driver_sql(_CLOSE_WINDOW)

@@ -1,0 +1,1 @@
+"""Repositories: Core/ORM statements over a caller-owned Connection or Session."""

@@ -1,0 +1,1 @@
+"""Full-text search: the query language, the per-index statements, snippets."""

@@ -1,0 +1,1 @@
+"""Moving sessions in and out: readers, exporters, parsers and the loader."""
