@@ -1,0 +1,178 @@
+"""The package's rooms and the one direction of its arrows (docs/architecture.md).
+
+content/errors/paths/version  <-  db  <-  repo  <-  {search, ops, transfer}  <-  {facade, compat, cli}
+
+Every import counts, including those inside functions: an import deferred to call time is still
+an arrow, and a cycle hidden that way is still a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "hermes_store"
+NAME = "hermes_store"
+MAX_LINES = 600
+
+BOTTOM = {"content", "errors", "paths", "version"}
+GROUP_LAYER = {"db": 1, "repo": 2, "search": 3, "ops": 3, "transfer": 3,
+               "facade": 4, "compat": 4, "cli": 4}
+# Old top-level import paths kept for one release; they are faces, not rooms.
+ALIASES = {"engine", "migrate", "maintenance", "lineage"}
+# Where the schema catalog (what exists in the database) may be read.
+CATALOG_NAMES = re.compile(r"\b(sqlite_master|sqlite_schema|sqlite_temp_master|pg_catalog|"
+                           r"information_schema|pg_class|pg_namespace)\b")
+SQL = re.compile(r"\b(SELECT\b.+\bFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|"
+                 r"DELETE\s+FROM|CREATE\s+(TABLE|INDEX|TRIGGER|VIEW)|PRAGMA\s+\w+)\b",
+                 re.IGNORECASE | re.DOTALL)
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "migrations" in path.relative_to(PACKAGE).parts:
+            continue
+        parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join([NAME, *parts])] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(module: str, path: Path) -> Iterator[tuple[str, int]]:
+    """(imported module, line) for every import of the package in ``module``, at any depth."""
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == NAME:
+                    yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != NAME:
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                yield (sub if sub in MODULES else target), node.lineno
+
+
+def _room(module: str) -> tuple[str, int]:
+    """(room, layer): the face is layer 5 so that nothing may import it."""
+    parts = module.split(".")[1:]
+    if not parts or (len(parts) == 1 and parts[0] in ALIASES):
+        return "face", 5
+    head = parts[0]
+    if head in BOTTOM:
+        return head, 0
+    return head, GROUP_LAYER[head]
+
+
+def _arrows() -> list[tuple[str, str, int]]:
+    return [(module, target, line) for module, path in MODULES.items()
+            for target, line in _imports(module, path) if target != module]
+
+
+def test_every_module_belongs_to_a_known_room() -> None:
+    unknown = [m for m in MODULES if m.split(".")[1:2]
+               and m.split(".")[1] not in BOTTOM | set(GROUP_LAYER) | ALIASES]
+    assert unknown == []
+
+
+def test_imports_run_one_way_down_the_layers() -> None:
+    wrong = []
+    for source, target, line in _arrows():
+        (room, layer), (target_room, target_layer) = _room(source), _room(target)
+        if room == "face":
+            continue
+        if target_room == room or target_layer < layer or (layer == 0 and target_layer == 0):
+            continue
+        wrong.append(f"{MODULES[source].relative_to(PACKAGE)}:{line} imports {target}")
+    assert wrong == []
+
+
+def test_nothing_inside_the_package_imports_its_face() -> None:
+    wrong = [f"{MODULES[s].relative_to(PACKAGE)}:{line} imports {t}"
+             for s, t, line in _arrows() if _room(s)[0] != "face" and _room(t)[0] == "face"]
+    assert wrong == []
+
+
+def test_no_import_cycle() -> None:
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for source, target, _ in _arrows():
+        if target in graph:
+            graph[source].add(target)
+    # A package's __init__ is imported with each of its modules; only its own imports count.
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append(trail[trail.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, [*trail, nxt])
+        state[node] = 2
+
+    for start in sorted(graph):
+        if start not in state:
+            visit(start, [start])
+    assert cycles == []
+
+
+def _cli_modules() -> dict[str, Path]:
+    return {m: p for m, p in MODULES.items() if m.startswith(f"{NAME}.cli")}
+
+
+def test_the_cli_imports_no_sqlalchemy() -> None:
+    wrong = []
+    for module, path in _cli_modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            wrong += [f"{path.name}:{node.lineno}" for n in names if n.split(".")[0] == "sqlalchemy"]
+    assert wrong == []
+
+
+def _strings(path: Path) -> Iterator[tuple[int, str]]:
+    tree = ast.parse(path.read_text())
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
+                  and n.body and isinstance(n.body[0], ast.Expr)
+                  and isinstance(n.body[0].value, ast.Constant)}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and id(node) not in docstrings):
+            yield node.lineno, node.value
+
+
+def test_the_cli_holds_no_sql() -> None:
+    wrong = [f"{path.name}:{line}: {text[:60]!r}" for path in _cli_modules().values()
+             for line, text in _strings(path) if SQL.search(text)]
+    assert wrong == []
+
+
+def test_only_the_catalog_reads_the_schema_catalog() -> None:
+    wrong = [f"{path.relative_to(PACKAGE)}:{line}" for module, path in MODULES.items()
+             if module != f"{NAME}.db.catalog"
+             for line, text in _strings(path) if CATALOG_NAMES.search(text)]
+    assert wrong == []
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_is_over_600_lines(module: str) -> None:
+    lines = MODULES[module].read_text().count("\n")
+    assert lines <= MAX_LINES, f"{MODULES[module].relative_to(PACKAGE)} has {lines} lines"
