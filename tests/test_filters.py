@@ -104,7 +104,8 @@ def store(head_db: Path) -> Path:
              end_reason="user_exit", user_id="ana", actual_cost_usd=1.5),
         _row("recent", last_activity_at=NOW - 3600, title="Fix 1000 of bugs", model="claude-sonnet-4",
              cwd="/a/bc", git_repo_root="/src/hermes", source="telegram", input_tokens=10,
-             output_tokens=5, message_count=2, estimated_cost_usd=0.2),
+             output_tokens=5, message_count=2, estimated_cost_usd=0.2, chat_id="42",
+             chat_type="dm"),
         _row("mid", last_activity_at=NOW - 86400 * 10, started_at=NOW - 86400 * 12, cwd="/a/b/c",
              title="plain", source="cron", git_repo_root="", message_count=5),
         _row("nocost", started_at=NOW - 86400 * 200, cwd=None, title=None, source="cli"),
@@ -159,9 +160,10 @@ def test_exact_filters(store: Path) -> None:
     assert _ids(store, SessionFilter(user="ana", now=NOW)) == {"old"}
 
 
-def test_chat_filters_need_the_column(store: Path) -> None:
-    with pytest.raises(FilterError, match="chat_id"):
-        SessionFilter(chat_id="42", now=NOW).where(LAST_ACTIVITY)
+def test_chat_filters_match_the_gateway_columns_exactly(store: Path) -> None:
+    assert _ids(store, SessionFilter(chat_id="42", now=NOW)) == {"recent"}
+    assert _ids(store, SessionFilter(chat_id="4", now=NOW)) == set()
+    assert _ids(store, SessionFilter(chat_type="dm", now=NOW)) == {"recent"}
 
 
 def test_cwd_matches_on_path_component_boundaries(store: Path) -> None:

@@ -220,8 +220,13 @@ def include_object(obj: Any, name: str | None, type_: str, reflected: bool,
                    compare_to: Any) -> bool:
     # Columns and indexes a newer upstream release added are carried through untouched, so
     # their presence is not drift.
-    return not (reflected and compare_to is None
-                and type_ in ("column", "index", "unique_constraint", "foreign_key_constraint"))
+    if reflected and compare_to is None and type_ in (
+            "column", "index", "unique_constraint", "foreign_key_constraint"):
+        return False
+    # SQLite's reflection drops a column-level ON DELETE (the v21 agent writes its cascades that
+    # way), so a model key with ON DELETE would never match what the file really has.
+    return not (type_ == "foreign_key_constraint" and not reflected
+                and getattr(obj, "ondelete", None) is not None)
 
 
 def check(target: str | os.PathLike[str] | Engine | None = None) -> list[Any]:

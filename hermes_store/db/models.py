@@ -1,4 +1,5 @@
-"""Declarative models of the canonical tables: ``sessions``, ``messages``, ``state_meta``.
+"""Declarative models of the canonical tables: ``sessions``, ``messages``, ``state_meta``, and the
+v21 agent's tables (per-model usage, gateway routing, compression locks, async delegations).
 
 Columns only. The FTS5 tables, their triggers and views are derived data defined by raw-DDL
 revisions in ``migrations/``; they are deliberately absent from this metadata so that
@@ -11,7 +12,7 @@ up as drift in ``alembic check``.
 
 from __future__ import annotations
 
-from sqlalchemy import REAL, ForeignKey, Index, Integer, MetaData, Text, text
+from sqlalchemy import REAL, ForeignKey, Index, Integer, MetaData, PrimaryKeyConstraint, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 NAMING_CONVENTION = {
@@ -70,6 +71,20 @@ class ChatSession(Base):
     origin_json: Mapped[str | None] = mapped_column(Text)
     archived: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     pinned: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    # The v21 agent's columns (revision 0017): gateway peer, handoff, compression advisory state.
+    session_key: Mapped[str | None] = mapped_column(Text)
+    chat_id: Mapped[str | None] = mapped_column(Text)
+    chat_type: Mapped[str | None] = mapped_column(Text)
+    thread_id: Mapped[str | None] = mapped_column(Text)
+    display_name: Mapped[str | None] = mapped_column(Text)
+    expiry_finalized: Mapped[int | None] = mapped_column(Integer, server_default=text("0"))
+    handoff_state: Mapped[str | None] = mapped_column(Text)
+    handoff_platform: Mapped[str | None] = mapped_column(Text)
+    handoff_error: Mapped[str | None] = mapped_column(Text)
+    compression_failure_cooldown_until: Mapped[float | None] = mapped_column(REAL)
+    compression_failure_error: Mapped[str | None] = mapped_column(Text)
+    compression_fallback_streak: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    rewind_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
 
     messages: Mapped[list[Message]] = relationship(
         back_populates="session", order_by="Message.id", passive_deletes=True
@@ -88,7 +103,13 @@ class ChatSession(Base):
         # drops the sort order, so naming the column keeps autogenerate quiet.
         Index("idx_sessions_started", "started_at"),
         Index("idx_sessions_title_unique", "title", unique=True,
-              sqlite_where=text("title IS NOT NULL")),
+              sqlite_where=text("title IS NOT NULL"), postgresql_where=text("title IS NOT NULL")),
+        Index("idx_sessions_source_id", "source", "id"),
+        # v21 declares the two below with "started_at DESC"; see idx_sessions_started.
+        Index("idx_sessions_session_key", "session_key", "started_at"),
+        Index("idx_sessions_gateway_peer", "source", "user_id", "chat_id", "chat_type",
+              "thread_id", "started_at"),
+        Index("idx_sessions_handoff_state", "handoff_state", "started_at"),
     )
 
     def __repr__(self) -> str:
@@ -118,11 +139,22 @@ class Message(Base):
     # 1 = part of the live context; compaction and truncation flag rows instead of deleting them.
     active: Mapped[int] = mapped_column(Integer, server_default=text("1"))
     compacted: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    # The v21 agent's columns (revision 0017).
+    effect_disposition: Mapped[str | None] = mapped_column(Text)
+    platform_message_id: Mapped[str | None] = mapped_column(Text)
+    observed: Mapped[int | None] = mapped_column(Integer, server_default=text("0"))
 
     session: Mapped[ChatSession] = relationship(back_populates="messages")
 
     __table_args__ = (
         Index("idx_messages_session", "session_id", "timestamp"),
+        Index("idx_messages_session_active", "session_id", "active", "timestamp"),
+        # Finds rows whose ``active`` lost its default (the v21 open heals them) without a scan.
+        Index("idx_messages_active_null", "active", sqlite_where=text("active IS NULL"),
+              postgresql_where=text("active IS NULL")),
+        Index("idx_messages_platform_msg_id", "session_id", "platform_message_id",
+              sqlite_where=text("platform_message_id IS NOT NULL"),
+              postgresql_where=text("platform_message_id IS NOT NULL")),
         {"sqlite_autoincrement": True},
     )
 
@@ -137,3 +169,89 @@ class StateMeta(Base):
 
     key: Mapped[str] = mapped_column(Text, primary_key=True, nullable=True)
     value: Mapped[str | None] = mapped_column(Text)
+
+
+class SessionModelUsage(Base):
+    """Tokens and cost per (session, model, billing route): the v21 per-model roll-up."""
+
+    __tablename__ = "session_model_usage"
+
+    session_id: Mapped[str] = mapped_column(
+        Text, ForeignKey("sessions.id", ondelete="CASCADE"))
+    model: Mapped[str] = mapped_column(Text)
+    billing_provider: Mapped[str] = mapped_column(Text, server_default=text("''"))
+    billing_base_url: Mapped[str] = mapped_column(Text, server_default=text("''"))
+    billing_mode: Mapped[str] = mapped_column(Text, server_default=text("''"))
+    api_call_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    input_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    output_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    cache_read_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    cache_write_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    reasoning_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    estimated_cost_usd: Mapped[float] = mapped_column(REAL, server_default=text("0"))
+    actual_cost_usd: Mapped[float] = mapped_column(REAL, server_default=text("0"))
+    cost_status: Mapped[str | None] = mapped_column(Text)
+    cost_source: Mapped[str | None] = mapped_column(Text)
+    first_seen: Mapped[float | None] = mapped_column(REAL)
+    last_seen: Mapped[float | None] = mapped_column(REAL)
+
+    __table_args__ = (
+        PrimaryKeyConstraint("session_id", "model", "billing_provider", "billing_base_url",
+                             "billing_mode"),
+        Index("idx_session_model_usage_session", "session_id"),
+        Index("idx_session_model_usage_model", "model"),
+    )
+
+
+class GatewayRoute(Base):
+    """The gateway's routing index: an opaque entry per session key, per session directory."""
+
+    __tablename__ = "gateway_routing"
+
+    scope: Mapped[str] = mapped_column(Text, primary_key=True, server_default=text("''"))
+    session_key: Mapped[str] = mapped_column(Text, primary_key=True)
+    entry_json: Mapped[str] = mapped_column(Text)
+    updated_at: Mapped[float] = mapped_column(REAL)
+
+
+class CompressionLock(Base):
+    """Who compresses a session now. No foreign key: any id can be locked; stale rows expire."""
+
+    __tablename__ = "compression_locks"
+
+    session_id: Mapped[str] = mapped_column(Text, primary_key=True, nullable=True)
+    holder: Mapped[str] = mapped_column(Text)
+    acquired_at: Mapped[float] = mapped_column(REAL)
+    expires_at: Mapped[float] = mapped_column(REAL)
+
+    __table_args__ = (Index("idx_compression_locks_expires", "expires_at"),)
+
+
+class AsyncDelegation(Base):
+    """Written by the agent's delegation tool over its own connection; the store creates the
+    table and never rewrites it (the tool may add later columns, carried through)."""
+
+    __tablename__ = "async_delegations"
+
+    delegation_id: Mapped[str] = mapped_column(Text, primary_key=True, nullable=True)
+    origin_session: Mapped[str] = mapped_column(Text)
+    origin_ui_session_id: Mapped[str] = mapped_column(Text, server_default=text("''"))
+    parent_session_id: Mapped[str | None] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(Text)
+    dispatched_at: Mapped[float] = mapped_column(REAL)
+    completed_at: Mapped[float | None] = mapped_column(REAL)
+    updated_at: Mapped[float] = mapped_column(REAL)
+    event_json: Mapped[str | None] = mapped_column(Text)
+    result_json: Mapped[str | None] = mapped_column(Text)
+    delivery_state: Mapped[str] = mapped_column(Text, server_default=text("'pending'"))
+    delivery_attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    delivered_at: Mapped[float | None] = mapped_column(REAL)
+    owner_pid: Mapped[int | None] = mapped_column(Integer)
+    owner_started_at: Mapped[int | None] = mapped_column(Integer)
+    task_json: Mapped[str | None] = mapped_column(Text)
+    delivery_claim: Mapped[str | None] = mapped_column(Text)
+    delivery_claimed_at: Mapped[float | None] = mapped_column(REAL)
+
+    __table_args__ = (
+        Index("idx_async_delegations_delivery", "delivery_state", "completed_at"),
+    )
