@@ -1,4 +1,4 @@
-"""``SessionDB``: the documented session API (sessiondb-api.md) as a thin layer.
+"""``SessionDB``: the documented session API (docs/contracts.md#session-api) as a thin layer.
 
 Each method validates and serialises its arguments, then runs one repository call in one
 transaction: writes through ``engine.run_write`` (``BEGIN IMMEDIATE``, retried as a whole
