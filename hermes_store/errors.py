@@ -2,7 +2,7 @@
 
 Each error subclasses the standard ``sqlite3`` class a v11 caller already catches (so code written
 against the agent's old store keeps working) and carries the CLI exit code documented in
-``cli-and-formats.md`` plus the fields a caller needs to act on it.
+docs/cli.md#exit-codes plus the fields a caller needs to act on it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Exports (cli-and-formats.md §4): jsonl round trip, verified md, escaped html, real-time traces,
+"""Exports (docs/formats.md#export): jsonl round trip, verified md, escaped html, real-time traces,
 user prompts, redaction everywhere, and safe output handling."""
 
 from __future__ import annotations

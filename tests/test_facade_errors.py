@@ -1,5 +1,5 @@
 """SessionDB and bad input: each case is stored faithfully or refused with a clear error, never
-a crash, a silent truncation or a half-written row (sessiondb-api.md §11)."""
+a crash, a silent truncation or a half-written row (docs/contracts.md#errors)."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def test_an_over_long_title_is_refused_not_truncated(db: SessionDB) -> None:
     untouched(db)
 
 
-# --------------------------------------------------------------------------- the §11 table
+# ------------------------------------------------- the errors table of docs/contracts.md#errors
 
 
 def test_value_errors_of_the_error_table(db: SessionDB) -> None:

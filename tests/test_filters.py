@@ -1,4 +1,4 @@
-"""The shared filter set: AGE/TIME syntax and the WHERE clause it builds (cli-and-formats.md §2)."""
+"""The shared filter set: AGE/TIME syntax and the WHERE clause it builds (docs/cli.md#filters)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The pure query side of full-text search (search.md §2–§6): sanitizer, CJK bigram text, term
+"""The pure query side of full-text search (docs/search.md): sanitizer, CJK bigram text, term
 mapping, routing, the boolean tree and its renderers, snippets.
 
 FTS5 itself is the judge wherever validity or meaning is claimed: expressions are run with the
@@ -129,7 +129,7 @@ def tree_of(query: str) -> Node | None:
 
 
 # --------------------------------------------------------------------------------------------
-# §3 sanitizer: every row of the table
+# Sanitizer (docs/search.md#sanitizer): every row of the table
 # --------------------------------------------------------------------------------------------
 
 SANITIZER_TABLE = [
@@ -286,7 +286,7 @@ def test_phrase_is_kept_verbatim_and_separated_from_neighbours() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# §4 CJK set and bigram text
+# CJK set and bigram text (docs/search.md#cjk-bigrams)
 # --------------------------------------------------------------------------------------------
 
 
@@ -353,7 +353,7 @@ def test_bigram_text_of_100_kb_takes_milliseconds(pieces: list[str]) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# §4 term mapping
+# Term mapping onto the bigram index (docs/search.md#routing)
 # --------------------------------------------------------------------------------------------
 
 TERM_MAPPING = [
@@ -472,7 +472,7 @@ def _unescaped_wildcards(pattern: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------
-# §5 routing
+# Routing (docs/search.md#routing)
 # --------------------------------------------------------------------------------------------
 
 ROUTING = [
@@ -528,7 +528,7 @@ def test_cjk_or_falls_back_to_like_while_bigram_is_not_ready() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# §2 precedence: the tree
+# Precedence: the tree (docs/search.md#query-language)
 # --------------------------------------------------------------------------------------------
 
 
@@ -719,7 +719,7 @@ def test_100000_random_strings_give_valid_matches_for_both_tokenizers(
 
 
 # --------------------------------------------------------------------------------------------
-# §6 stored text: multimodal content and snippets
+# Stored text: multimodal content and snippets (docs/search.md#results)
 # --------------------------------------------------------------------------------------------
 
 

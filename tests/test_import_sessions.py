@@ -1,4 +1,4 @@
-"""Import into a store (cli-and-formats.md §5): our jsonl, Claude Code and Codex logs; idempotent
+"""Import into a store (docs/formats.md#import): our jsonl, Claude Code and Codex logs; idempotent
 re-import, append-only growth, malformed lines counted, one failure isolated per line or file."""
 
 from __future__ import annotations

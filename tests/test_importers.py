@@ -1,6 +1,6 @@
-"""Tests for hermes_store.transfer.parse (cli-and-formats.md §5, lessons.md §9).
+"""Tests for hermes_store.transfer.parse (docs/formats.md#import).
 
-The fixture lines are the abridged examples of §5.2/§5.3, filled in just enough to be complete.
+The fixture lines are abridged log lines (docs/formats.md#import), filled in just enough.
 """
 
 from __future__ import annotations
@@ -381,7 +381,7 @@ def test_codex_wrappers_and_agents_md_dropped(codex_file: Path) -> None:
     assert "AGENTS.md" not in text and "Always run the tests" not in text
     assert "environment_context" not in text and "sandboxed" not in text
     assert s.dropped_wrappers == 2
-    assert s.title == "Fix the bug"  # not the AGENTS.md preamble (lessons.md §9)
+    assert s.title == "Fix the bug"  # not the AGENTS.md preamble (docs/formats.md#wrappers)
     assert s.system_prompt == "You are Codex."
     assert s.provenance["skipped_lines"]["message:developer"] == 1
 

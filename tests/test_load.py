@@ -194,7 +194,7 @@ def test_an_append_waits_out_a_sibling_holding_the_lock_for_seconds(head_db: Pat
 
 def test_an_open_sessiondb_that_has_read_does_not_pin_the_wal(head_db: Path) -> None:
     # A reader left inside a transaction blocks every checkpoint and the WAL grows without
-    # bound (lessons.md §8); each read must end its transaction.
+    # bound (docs/lessons.md#wal); each read must end its transaction.
     with SessionDB(head_db) as db:
         db.create_session("s1", "cli")
         for i in range(20):

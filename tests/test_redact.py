@@ -1,4 +1,4 @@
-"""Tests for hermes_store.transfer.redact (cli-and-formats.md §4.6)."""
+"""Tests for hermes_store.transfer.redact (docs/formats.md#redaction)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The ``hermes-store`` group and what every command shares: the JSON envelope, errors mapped to
 exit codes, progress, confirmation, session ids by unique prefix, the filter flags.
 
-Exit codes (cli-and-formats.md §1.2): 0 ok, 1 failure, 2 usage, 3 not found, 4 ambiguous id,
+Exit codes (docs/cli.md#exit-codes): 0 ok, 1 failure, 2 usage, 3 not found, 4 ambiguous id,
 5 busy/held, 6 schema mismatch, 7 damage, 8 partial, 130 interrupted.
 
 Results go to stdout (one JSON document with ``--json``); notes, warnings, progress and prompts
@@ -53,7 +53,7 @@ from hermes_store.version import __version__
 SANE_MIN, SANE_FUTURE = lineage.SANE_MIN_TS, lineage.SANE_FUTURE_S
 MIN_PREFIX = 4
 MAX_CANDIDATES = 10
-# The session item of §1.3, in order.
+# The session item of docs/cli.md#json-output, in order.
 ITEM_KEYS = ("id", "title", "source", "created_source", "started_at", "ended_at", "last_active",
              "end_reason", "message_count", "tool_call_count", "model", "cwd", "git_branch",
              "pinned", "archived", "parent_session_id", "lineage_tip_id")
@@ -219,7 +219,7 @@ def size(n: int | None) -> str:
 
 
 def session_item(row: dict[str, Any], tip_id: str | None = None) -> dict[str, Any]:
-    """The §1.3 session item: times in ISO UTC (null plus ``<key>_raw`` when insane)."""
+    """The item of docs/cli.md#json-output: ISO UTC times (null + ``<key>_raw`` if insane)."""
     item = {key: row.get(key) for key in ITEM_KEYS}
     item["created_source"] = row.get("created_source") or row.get("source")
     item["lineage_tip_id"] = tip_id or row.get("lineage_tip_id") or row.get("id")
@@ -334,7 +334,7 @@ FILTER_KEYS = tuple(key for _, key, _, _ in _FILTER_FLAGS) + ("sources",)
 
 
 def filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Add the §2 filter flags; the command receives them as one ``flt: SessionFilter``
+    """Add the flags of docs/cli.md#filters; the command gets them as one ``flt: SessionFilter``
     (bad AGE/TIME and empty windows are exit 2 before anything is opened)."""
 
     @functools.wraps(fn)

@@ -1,4 +1,4 @@
-"""Reading sessions: ``list``, ``show`` and ``search`` (cli-and-formats.md §3.2). Read-only."""
+"""Reading sessions: ``list``, ``show`` and ``search`` (docs/cli.md#reading). Read-only."""
 
 from __future__ import annotations
 

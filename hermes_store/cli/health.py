@@ -1,4 +1,4 @@
-"""Health and upkeep: ``stats``, ``doctor``, ``optimize``, ``optimize-storage`` (§3.2, §3.4)."""
+"""Health and upkeep: ``stats``, ``doctor``, ``optimize``, ``optimize-storage`` (docs/cli.md)."""
 
 from __future__ import annotations
 

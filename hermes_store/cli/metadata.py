@@ -1,4 +1,4 @@
-"""Per-session verbs: ``pin``, ``unpin``, ``rename`` and ``delete`` (cli-and-formats.md §3.3)."""
+"""Per-session verbs: ``pin``, ``unpin``, ``rename`` and ``delete`` (docs/cli.md#retention)."""
 
 from __future__ import annotations
 

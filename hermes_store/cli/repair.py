@@ -1,4 +1,4 @@
-"""Damage: ``repair`` fixes in place, ``recover`` salvages offline into a new file (§3.5)."""
+"""``repair`` fixes in place; ``recover`` salvages offline into a new file (docs/cli.md#repair)."""
 
 from __future__ import annotations
 

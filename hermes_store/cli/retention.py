@@ -1,5 +1,5 @@
 """Retention verbs over the shared filter set: ``prune``, ``archive``, ``unarchive``, ``close``
-(cli-and-formats.md §2, §3.3).
+(docs/cli.md#filters, docs/cli.md#retention).
 
 Each runs its :mod:`hermes_store.repo.retention` function twice: first as a dry run on a read
 transaction (the preview, with the spared groups and the candidates), then, after the

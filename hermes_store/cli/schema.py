@@ -1,4 +1,4 @@
-"""Schema commands: ``upgrade``, ``current`` and ``check`` (cli-and-formats.md §3.1)."""
+"""Schema commands: ``upgrade``, ``current`` and ``check`` (docs/cli.md#schema)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Moving sessions in and out: ``export`` (§4) and ``import`` (§5)."""
+"""Moving sessions in and out: ``export`` and ``import`` (docs/formats.md)."""
 
 from __future__ import annotations
 

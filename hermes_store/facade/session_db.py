@@ -1,4 +1,4 @@
-"""``SessionDB``: the documented session API as a thin layer.
+"""``SessionDB``: the documented session API (docs/contracts.md#session-api) as a thin layer.
 
 Each method validates and serialises its arguments, then runs one repository call in one
 transaction: writes through ``engine.run_write`` (``BEGIN IMMEDIATE``, retried as a whole
@@ -496,21 +496,21 @@ class SessionDB:
     # The v21 contract's methods are functions of facade/<noun>.py taking the SessionDB first,
     # bound here so that this class body lists the whole public surface. One section a noun.
 
-    # §3.1 compression (facade/compression.py)
+    # compression (facade/compression.py)
 
-    # §3.2 gateway (facade/gateway.py)
+    # gateway (facade/gateway.py)
 
-    # §3.3 handoff (facade/handoff.py)
+    # handoff (facade/handoff.py)
 
-    # §3.4 bulk delete, prune, archive, maintenance (facade/bulk.py)
+    # bulk delete, prune, archive, maintenance (facade/bulk.py)
 
-    # §3.5 messages (facade/history.py)
+    # messages (facade/history.py)
 
-    # §3.6 other (facade/other.py)
+    # other (facade/other.py)
 
-    # §3.7 Telegram DM topic mode (facade/topics.py)
+    # Telegram DM topic mode (facade/topics.py)
 
-    # §3.8 import (facade/importing.py)
+    # import (facade/importing.py)
 
 
 def _check_page(limit: int, offset: int) -> None:

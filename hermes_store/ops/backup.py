@@ -2,7 +2,7 @@
 
 ``backup_store`` uses SQLite's online backup API from a read-only connection, so it sees one
 consistent snapshot even while the agent writes. CPython's ``Connection.backup`` retries BUSY
-and LOCKED forever; a pre-update backup that never returns is a known failure (lessons.md §8),
+and LOCKED forever; a pre-update backup that never returns is a known failure (docs/lessons.md#wal),
 so every step is checked against a deadline from the progress callback, which aborts the copy.
 
 ``copy_with_sidecars`` is for files that may not open at all (``repair``): it copies bytes, the

@@ -2,7 +2,7 @@
 
 Whole-file operations (VACUUM, repair fixes, upgrade, recover's source copy) must not run under a
 live holder: replacing or rewriting the file while another process keeps the old ``-wal``/``-shm``
-inodes is how stores lose writes (lessons.md §8). On Linux we read ``/proc/*/fd`` and compare
+inodes is how stores lose writes (docs/lessons.md#wal). On Linux we read ``/proc/*/fd`` and compare
 device and inode numbers (robust to symlinks and relative paths); elsewhere we ask ``lsof``.
 Processes we may not inspect are invisible to us, which is why ``--force`` exists and why the
 check is advisory rather than a lock.

@@ -13,7 +13,7 @@ store already has but the models do not own (FTS shadows, the bigram table, vers
 are derived or bookkeeping, recreated rather than copied; so are derived ``state_meta`` markers.
 
 With ``allow_partial`` a chunk that fails to read is bisected down to single rowids (a per-row
-equality lookup each), so healthy rows next to a damaged page survive (lessons.md §5); every
+equality lookup each), so healthy rows beside a damaged page survive (docs/lessons.md#damage); every
 skipped range is reported. Messages whose session row was lost go to a placeholder session
 with the same id and ``source='recovered'``.
 """

@@ -2,7 +2,7 @@
 
 The probes tell "fresh" from "broken" by reading ``sqlite_master`` first, and include a write
 through the triggers that is always rolled back: damage that leaves reads working (a trigger
-that outlived its FTS table, a malformed index) only shows up on write (lessons.md §5).
+that outlived its FTS table, a malformed index) only shows up on write (docs/lessons.md#damage).
 No ORM session is used: the models may not even map onto a damaged file.
 
 Fixes run only after the store and its sidecars were copied to a timestamped backup, in this
@@ -330,7 +330,7 @@ def _reindex_external(conn: Connection, table: str, sql: str) -> None:
     key = rowid.group(1) if rowid else "rowid"
     names = ", ".join(map(_quote, cols))
     where, params = "", ()
-    # Rows in (progress, high_water] are not indexed yet by design (cli-and-formats §3.4).
+    # Rows in (progress, high_water] are not indexed yet by design (docs/cli.md#upkeep).
     window = storage.backfill_window(conn)
     if window is not None:
         where, params = f" WHERE NOT ({_quote(key)} > ? AND {_quote(key)} <= ?)", window

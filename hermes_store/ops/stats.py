@@ -4,7 +4,7 @@ Everything here reads: a caller-owned read transaction plus ``stat()`` and a rea
 ``-shm`` header. The WAL is judged by its checkpoint state (frames in the log against frames
 already copied back), read from the wal-index header, never by the file's size: a fully
 checkpointed WAL keeps its size until the next writer rewinds it, and that is healthy
-(lessons.md §8). Space per table and index comes from ``dbstat`` when the build has it.
+(docs/lessons.md#wal). Space per table and index comes from ``dbstat`` when the build has it.
 """
 
 from __future__ import annotations

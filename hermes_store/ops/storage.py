@@ -278,11 +278,11 @@ def preflight(path: Path) -> None:
 
 def compact(engine: Engine, progress: Callable[[str], None] | None = None, *,
             vacuum: bool = True) -> OptimizeResult:
-    """``optimize`` (cli-and-formats.md §3.4): :func:`optimize`, a PASSIVE checkpoint so VACUUM
+    """``optimize`` (docs/cli.md#upkeep): :func:`optimize`, a PASSIVE checkpoint so VACUUM
     starts from a short WAL, ``VACUUM``, then a TRUNCATE checkpoint.
 
     VACUUM writes the whole file through the WAL: without the last step a 3 GB store leaves a
-    3 GB ``-wal`` behind (lessons.md §8). The caller owns the whole-file preconditions (no other
+    3 GB ``-wal`` (docs/lessons.md#wal). The caller owns the whole-file preconditions (no other
     holder, free disk); :func:`preflight` states the disk one. ``progress`` gets each step's name.
     """
     path = Path(engine_path(engine))

@@ -1,4 +1,4 @@
-"""CJK bigram index maintenance (search.md §4; layout in revision 0016).
+"""CJK bigram index maintenance (docs/search.md#cjk-bigrams; layout in revision 0016).
 
 ``sync_messages(conn, ids)`` brings the side rows of the given messages up to date inside the
 caller's transaction: the writer inserts or updates messages, the ``messages`` triggers record
@@ -43,7 +43,7 @@ CJK_RUN_RE = re.compile(
 
 
 def contains_cjk(text: str | None) -> bool:
-    """True when ``text`` holds a character of the ``_contains_cjk`` set (§4)."""
+    """True when ``text`` holds a CJK character (the set of docs/search.md#cjk-bigrams)."""
     return text is not None and _CJK_RE.search(text) is not None
 
 

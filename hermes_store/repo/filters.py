@@ -1,4 +1,4 @@
-"""The shared session filter set (cli-and-formats.md §2): AGE/TIME parsing and one WHERE clause.
+"""The shared session filter set (docs/cli.md#filters): AGE/TIME parsing and one WHERE clause.
 
 ``list``, ``export``, ``prune``, ``archive``, ``unarchive`` and ``close`` all select sessions with the
 same flags, so the flags live in one :class:`SessionFilter` whose :meth:`SessionFilter.where` builds
@@ -121,7 +121,7 @@ class TimeWindow:
 
 @dataclass
 class SessionFilter:
-    """Every flag of §2; all set filters are ANDed, and an empty filter matches every session.
+    """The flags of docs/cli.md#filters, ANDed when set; an empty filter matches every session.
 
     Times (``older_than``, ``newer_than``, ``before``, ``after``) accept the AGE/TIME syntax of
     :func:`parse_time`. They are validated at construction, relative to ``now`` (default: the

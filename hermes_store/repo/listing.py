@@ -26,7 +26,7 @@ PREVIEW_CHARS = 60
 _PREVIEW_FETCH = 400
 BRANCHED = "branched"
 _SENTINEL_BYTES = MULTIMODAL_PREFIX.encode()
-# Columns a projected listing row takes from its lineage's tip (sessiondb-api.md §7).
+# Columns a projected listing row takes from its lineage's tip (docs/contracts.md#listing).
 TIP_COLUMNS = ("id", "ended_at", "end_reason", "message_count", "tool_call_count", "title",
                "last_active", "preview", "model", "system_prompt")
 
@@ -135,7 +135,7 @@ def list_sessions_rich(conn: Executor, *, source: str | None = None,
                        order_by_last_active: bool = False,
                        where: Any = None, pinned_first: bool = False,
                        now: float | None = None) -> list[dict[str, Any]]:
-    """Session rows plus ``preview`` and ``last_active`` (sessiondb-api.md §7).
+    """Session rows plus ``preview`` and ``last_active`` (docs/contracts.md#listing).
 
     ``where`` is an extra clause over ``sessions`` (the CLI's filter set); ``pinned_first``
     puts pinned rows before the others (``hermes-store list``)."""

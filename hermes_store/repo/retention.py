@@ -70,7 +70,7 @@ class RetentionResult:
     unarchived: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON shape of mutating CLI commands (cli-and-formats.md §1.3)."""
+        """The JSON shape of mutating CLI commands (docs/cli.md#json-output)."""
         return {"dry_run": self.dry_run, "matched": self.matched, "changed": self.changed,
                 "ids": list(self.ids), "spared": asdict(self.spared)}
 

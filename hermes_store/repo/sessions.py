@@ -226,7 +226,7 @@ def update_token_counts(conn: Executor, session_id: str, *, now: float, absolute
 
     ``tokens`` maps the five token counters to values; ``replace`` holds cost_status,
     cost_source and pricing_version (replaced when not None); ``first_wins`` the billing
-    columns (set only while NULL). The table in sessiondb-api.md §4 is the specification.
+    columns (set only while NULL). The table in docs/contracts.md#sessions is the specification.
     """
     conn.execute(sqlite_insert(sessions)
                  .values(id=session_id, source=PLACEHOLDER_SOURCE, model=model, started_at=now)

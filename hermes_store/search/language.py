@@ -115,7 +115,7 @@ class Term:
         return f"%{escaped}%"
 
     def bigram_match(self) -> str:
-        """The §4 term mapping onto the bigram index: one phrase, maybe a prefix."""
+        """The bigram term mapping (docs/search.md#routing): one phrase, maybe a prefix."""
         if not self.is_cjk:
             return self.fts5  # Latin runs are plain words in the derived text
         parts = _bigram_parts(self.text)
@@ -137,7 +137,7 @@ class Term:
         return _quote(" ".join(pieces)) + ("*" if star else "")
 
 
-# --- Sanitizer (§3) ------------------------------------------------------------------------------
+# --- Sanitizer (docs/search.md#sanitizer) --------------------------------------------------------
 
 _PHRASE_MARK = "\x00"  # control characters are spaces by then, so this cannot clash with input
 _NEAR_RE = re.compile(r"(?<!\w)NEAR\(([^)]*?)(?:,\s*\d+\s*)?(?:\)|$)")
@@ -234,7 +234,7 @@ def _strip_trailing_ops(items: list) -> list:  # type: ignore[type-arg]
 
 
 def _clean_operators(items: list) -> list:  # type: ignore[type-arg]
-    """§3 step 6, until stable; works on strings and on :class:`Term` lists alike."""
+    """Step 6 of docs/search.md#sanitizer, until stable; on strings and :class:`Term` lists."""
     while True:
         out: list = []  # type: ignore[type-arg]
         for item in items:
@@ -265,7 +265,7 @@ def _limit_terms(items: list[str], limit: int = MAX_TERMS) -> list[str]:
 
 
 def sanitize_query(text: str | None) -> str:
-    """§3: any text → an FTS5 expression valid for unicode61 and trigram, or ``""``. Total."""
+    """Total: any text → FTS5 both tokenizers accept, or ``""`` (docs/search.md#sanitizer)."""
     if not isinstance(text, str):
         return ""
     text = _normalize_input(text)
@@ -278,7 +278,7 @@ def sanitize_query(text: str | None) -> str:
     return " ".join(items)
 
 
-# --- Parsing and the boolean tree (§2 precedence) ------------------------------------------------
+# --- Parsing and the boolean tree (docs/search.md#query-language) --------------------------------
 
 _ITEM_RE = re.compile(r'"[^"]*"\*?|[^\s"]+')
 
@@ -439,7 +439,7 @@ def render_like(tree: Node, columns: Sequence[str]) -> tuple[str, list[str]]:
     return (sql if isinstance(tree, Term) else f"({sql})"), params
 
 
-# --- Routing (§5) --------------------------------------------------------------------------------
+# --- Routing (docs/search.md#routing) ------------------------------------------------------------
 
 
 def route_term(

@@ -1,4 +1,4 @@
-"""Message search over the compact layout (search.md): routing, set combination, results.
+"""Message search over the compact layout (docs/search.md): routing, set combination, results.
 
 ``search_messages(db, query, …)`` sanitizes the query (``language.sanitize_query``), routes each term
 to the index that can answer it (``language.route_term``) and then either
@@ -484,7 +484,7 @@ def search_messages(db: Session | Connection, query: str | None, *,
                     exclude_sources: Sequence[str] | None = None,
                     role_filter: Sequence[str] | None = None, limit: int = 20, offset: int = 0,
                     sort: str | None = None) -> list[dict[str, Any]]:
-    """Search messages (search.md): a list of hit dicts, best or newest first; never raises
+    """Search messages (docs/search.md): a list of hit dicts, best or newest first; never raises
     for any query text. ``limit``/``offset`` below 0 raise ``ValueError``."""
     if int(limit) < 0 or int(offset) < 0:
         raise ValueError(f"limit and offset must be >= 0 (got limit={limit}, offset={offset})")

@@ -1,4 +1,4 @@
-"""Human-readable exports: verified Markdown/Quarto (§4.2) and self-contained HTML (§4.3).
+"""Human-readable exports: verified Markdown/Quarto and self-contained HTML (docs/formats.md).
 
 Both stream message by message into a temporary file (see :func:`exporters.open_output`).
 Markdown ends with an ``## Export verification`` section whose last line holds the file's own

@@ -1,4 +1,4 @@
-"""Exports (cli-and-formats.md §4): jsonl, md/qmd, html, trace and ``--only user-prompts``.
+"""Exports (docs/formats.md#export): jsonl, md/qmd, html, trace and ``--only user-prompts``.
 
 :func:`export_sessions` is the one entry point the CLI wraps. It reads through a caller-owned
 connection (a read transaction the caller opened), streams session by session and message by
@@ -350,7 +350,7 @@ def _is_real_prompt(msg: dict[str, Any]) -> str | None:
 
 
 def iter_user_prompts(reader: StoreReader, sid: str, scrub: Scrub) -> Iterator[dict[str, Any]]:
-    """§4.5 records of one session: real user messages only, numbered from 1."""
+    """The docs/formats.md#user-prompts records of a session: real user messages, from 1."""
     index = 0
     for msg in reader.iter_messages(sid):
         text = _is_real_prompt(msg)

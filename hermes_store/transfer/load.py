@@ -1,8 +1,8 @@
-"""The database side of ``import`` (cli-and-formats.md §5): our jsonl, Claude Code and Codex logs.
+"""The database side of ``import`` (docs/formats.md#import): our jsonl, Claude Code and Codex logs.
 
 Parsing is :mod:`hermes_store.transfer.parse`' job; this module decides and writes.
 
-* **jsonl** (our §4.1 backup format, and ``hermes sessions export``): each line is its own
+* **jsonl** (our docs/formats.md#jsonl backup, and ``hermes sessions export``): each line is its own
   transaction, so one bad line never costs the others. An existing id is skipped and counted
   (``replace`` overwrites it), live state (routing keys, leases, ``last_read_at``) is reset,
   message ids are kept when free so a round trip is exact, and parent links are restored after

@@ -1,4 +1,4 @@
-"""Foreign agent logs → neutral session records (cli-and-formats.md §5, lessons.md §9).
+"""Foreign agent logs → neutral session records (docs/formats.md#import).
 
 Stdlib only and database-free: this module reads Claude Code and Codex CLI JSONL files and returns
 :class:`ImportedSession` objects whose ``messages`` match the columns of our ``messages`` table.
@@ -620,7 +620,7 @@ def discover(kind: str, root: str | os.PathLike[str] | None = None, *,
 
 def parse_claude(path: str | os.PathLike[str], *,
                  max_line_bytes: int = MAX_LINE_BYTES) -> ImportedSession:
-    """Parse a Claude Code session log (§5.2)."""
+    """Parse a Claude Code session log (docs/formats.md#claude-code)."""
     from hermes_store.transfer.parse_claude import parse_claude_file  # format rules live there
 
     return parse_claude_file(path, max_line_bytes=max_line_bytes)
@@ -628,7 +628,7 @@ def parse_claude(path: str | os.PathLike[str], *,
 
 def parse_codex(path: str | os.PathLike[str], *, session_index: str | os.PathLike[str] | None = None,
                 max_line_bytes: int = MAX_LINE_BYTES) -> ImportedSession:
-    """Parse a Codex CLI rollout (§5.3); *session_index* overrides where thread names come from."""
+    """Parse a Codex rollout (docs/formats.md#codex); *session_index* overrides the thread names."""
     from hermes_store.transfer.parse_codex import parse_codex_file
 
     return parse_codex_file(path, session_index=session_index, max_line_bytes=max_line_bytes)

@@ -1,10 +1,10 @@
-"""Claude Code session logs → :class:`~hermes_store.transfer.parse.ImportedSession` (§5.2).
+"""Claude Code logs → :class:`~hermes_store.transfer.parse.ImportedSession` (docs/formats.md).
 
 File: ``~/.claude/projects/<encoded-cwd>/<session-uuid>.jsonl``. One API message may span several
 ``assistant`` lines sharing ``message.id`` (one content block each, each repeating ``usage``), so
 lines are merged by that id and usage is counted once per id. Tool activity stays structured:
-``tool_use`` → ``tool_calls``, ``tool_result`` → ``tool`` rows paired by id (lessons.md §9: the old
-importer flattened these to ``[ran tool: X]``).
+``tool_use`` → ``tool_calls``, ``tool_result`` → ``tool`` rows paired by id
+(docs/lessons.md#transfer: the old importer flattened these to ``[ran tool: X]``).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def _line(b: SessionBuilder, st: _State, lineno: int, obj: dict[str, Any]) -> No
         st.skip("sidechain")  # subagent turns belong to their own (child) session
         return
     if obj.get("isMeta") is True:
-        b.session.dropped_wrappers += 1  # injected by definition (§5.4)
+        b.session.dropped_wrappers += 1  # injected by definition (docs/formats.md#wrappers)
         return
     if kind in ("user", "assistant"):
         _remember_context(b, st, obj)

@@ -1,4 +1,4 @@
-"""Codex CLI rollouts → :class:`~hermes_store.transfer.parse.ImportedSession` (§5.3).
+"""Codex rollouts → :class:`~hermes_store.transfer.parse.ImportedSession` (docs/formats.md#codex).
 
 File: ``~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<uuid>.jsonl``; every line is
 ``{"timestamp", "type", "payload"}``. Messages come from ``response_item`` only: ``event_msg``

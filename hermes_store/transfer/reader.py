@@ -3,7 +3,7 @@
 Exports read through a caller-owned :class:`~sqlalchemy.Connection` with Core selects over the
 *reflected* ``sessions``/``messages`` tables, so the columns an adopted upstream store has and the
 models do not (``handoff_state``, ``chat_id``…) are carried too. Messages come in keyset pages of
-:data:`MESSAGE_PAGE` rows, so memory stays bounded however long a session is (lessons.md §9: a
+:data:`MESSAGE_PAGE` rows, so memory stays bounded for any session (docs/lessons.md#transfer: a
 300k-message export must not load gigabytes). A cell that is not valid UTF-8 (bad bytes in TEXT) is
 returned as its raw ``bytes`` instead of failing the row.
 """

@@ -1,7 +1,7 @@
-"""Secret redaction for exports (cli-and-formats.md §4.6).
+"""Secret redaction for exports (docs/formats.md#redaction).
 
 Stdlib only and database-free, so every exporter (jsonl, md, html, trace, manifests, file names)
-can run the same scrubber over message bodies *and* session metadata; lessons.md §9 records a
+can run the same scrubber over bodies *and* session metadata; docs/lessons.md#transfer records a
 ``--redact`` that cleaned bodies but leaked titles, cwd and system prompts.
 
 Policy:
@@ -36,7 +36,7 @@ __all__ = [
 MASK = "***"
 _FULL_MASK_BELOW = 18
 
-#: Session columns that carry free text a secret can hide in (§4.6 "and the metadata").
+#: Session columns that carry free text a secret can hide in (docs/formats.md#redaction).
 METADATA_FIELDS: tuple[str, ...] = (
     "title", "cwd", "git_repo_root", "git_branch", "system_prompt",
     "model_config", "origin_json", "display_name",
@@ -49,7 +49,7 @@ _MESSAGE_STRUCTURAL = frozenset(
 
 
 def mask_secret(secret: str) -> str:
-    """Mask one secret value according to the §4.6 length rule."""
+    """Mask one secret value according to the length rule of docs/formats.md#redaction."""
     if len(secret) < _FULL_MASK_BELOW:
         return MASK
     return f"{secret[:6]}{MASK}{secret[-4:]}"

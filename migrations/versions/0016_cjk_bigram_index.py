@@ -9,7 +9,7 @@ writes ``messages`` (the ``sqlite3`` shell, Alembic, another program).
   CJK character, the derived bigram text of content and tool name (``fts.cjk_bigram_text``) and
   the raw tool-call JSON; ``messages_fts_cjk`` is an external-content unicode61 index over it,
   kept in step by plain triggers on the side table. ``calls`` lets a Latin term be judged on
-  those rows by this index alone (the row split of search.md §5) without losing tool-call hits.
+  those rows by this index alone (the row split of docs/search.md#routing), keeping tool-call hits.
 * Deriving bigrams needs Python, and no application function may live in a trigger. So plain
   triggers on ``messages`` do the part SQL can: on insert, or on a real change of an indexed
   column, they drop the stale side row and record the id in ``messages_cjk_pending``; on delete
