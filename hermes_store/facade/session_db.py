@@ -29,6 +29,7 @@ from sqlalchemy import Connection, Engine
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
 from hermes_store.errors import SchemaMismatchError
+from hermes_store.facade import compression
 from hermes_store.ops import storage
 from hermes_store.paths import resolve_db_path
 from hermes_store.repo import bigrams, lineage, messages, retention, sessions, titles
@@ -497,6 +498,18 @@ class SessionDB:
     # bound here so that this class body lists the whole public surface. One section a noun.
 
     # §3.1 compression (facade/compression.py)
+    record_compression_failure_cooldown = compression.record_compression_failure_cooldown
+    get_compression_failure_cooldown = compression.get_compression_failure_cooldown
+    clear_compression_failure_cooldown = compression.clear_compression_failure_cooldown
+    get_compression_fallback_streak = compression.get_compression_fallback_streak
+    set_compression_fallback_streak = compression.set_compression_fallback_streak
+    try_acquire_compression_lock = compression.try_acquire_compression_lock
+    refresh_compression_lock = compression.refresh_compression_lock
+    release_compression_lock = compression.release_compression_lock
+    get_compression_lock_holder = compression.get_compression_lock_holder
+    finalize_orphaned_compression_sessions = compression.finalize_orphaned_compression_sessions
+    get_compression_tip = compression.get_compression_tip
+    get_compression_lineage = compression.get_compression_lineage
 
     # §3.2 gateway (facade/gateway.py)
 
