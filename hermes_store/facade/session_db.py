@@ -29,7 +29,7 @@ from sqlalchemy import Connection, Engine
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
 from hermes_store.errors import SchemaMismatchError
-from hermes_store.facade import compression
+from hermes_store.facade import compression, gateway
 from hermes_store.ops import storage
 from hermes_store.paths import resolve_db_path
 from hermes_store.repo import bigrams, lineage, messages, retention, sessions, titles
@@ -512,6 +512,15 @@ class SessionDB:
     get_compression_lineage = compression.get_compression_lineage
 
     # §3.2 gateway (facade/gateway.py)
+    record_gateway_session_peer = gateway.record_gateway_session_peer
+    set_expiry_finalized = gateway.set_expiry_finalized
+    save_gateway_routing_entry = gateway.save_gateway_routing_entry
+    replace_gateway_routing_entries = gateway.replace_gateway_routing_entries
+    load_gateway_routing_entries = gateway.load_gateway_routing_entries
+    delete_gateway_routing_entries = gateway.delete_gateway_routing_entries
+    list_gateway_sessions = gateway.list_gateway_sessions
+    find_session_by_origin = gateway.find_session_by_origin
+    find_latest_gateway_session_for_peer = gateway.find_latest_gateway_session_for_peer
 
     # §3.3 handoff (facade/handoff.py)
 
