@@ -29,7 +29,7 @@ from sqlalchemy import Connection, Engine
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
 from hermes_store.errors import SchemaMismatchError
-from hermes_store.facade import compression, gateway
+from hermes_store.facade import compression, gateway, handoff
 from hermes_store.ops import storage
 from hermes_store.paths import resolve_db_path
 from hermes_store.repo import bigrams, lineage, messages, retention, sessions, titles
@@ -523,6 +523,12 @@ class SessionDB:
     find_latest_gateway_session_for_peer = gateway.find_latest_gateway_session_for_peer
 
     # §3.3 handoff (facade/handoff.py)
+    request_handoff = handoff.request_handoff
+    claim_handoff = handoff.claim_handoff
+    complete_handoff = handoff.complete_handoff
+    fail_handoff = handoff.fail_handoff
+    get_handoff_state = handoff.get_handoff_state
+    list_pending_handoffs = handoff.list_pending_handoffs
 
     # §3.4 bulk delete, prune, archive, maintenance (facade/bulk.py)
 
