@@ -29,7 +29,7 @@ from sqlalchemy import Connection, Engine
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
 from hermes_store.errors import SchemaMismatchError
-from hermes_store.facade import compression, gateway, handoff
+from hermes_store.facade import compression, gateway, handoff, other
 from hermes_store.ops import storage
 from hermes_store.paths import resolve_db_path
 from hermes_store.repo import bigrams, lineage, messages, retention, sessions, titles
@@ -535,6 +535,16 @@ class SessionDB:
     # §3.5 messages (facade/history.py)
 
     # §3.6 other (facade/other.py)
+    resolve_resume_session_id = other.resolve_resume_session_id
+    search_sessions_by_id = other.search_sessions_by_id
+    list_cron_job_runs = other.list_cron_job_runs
+    distinct_session_cwds = other.distinct_session_cwds
+    backfill_repo_roots = other.backfill_repo_roots
+    update_session_cwd = other.update_session_cwd
+    update_session_model = other.update_session_model
+    update_session_billing_route = other.update_session_billing_route
+    update_session_meta = other.update_session_meta
+    export_session_lineage = other.export_session_lineage
 
     # §3.7 Telegram DM topic mode (facade/topics.py)
 
