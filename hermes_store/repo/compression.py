@@ -49,6 +49,12 @@ ORPHANED_COMPRESSION = "orphaned_compression"
 ORPHAN_AGE_S = 7 * 86400.0
 MAX_TIP_STEPS = 100
 
+# Built once: an alias of the 50-column table costs milliseconds to build, and the tip walk
+# builds its statement on every step.
+_CONT, _CONT_PARENT = sessions.alias("cont"), sessions.alias("cont_parent")
+_CHAIN_NEXT, _CHAIN_SEG = sessions.alias("chain_next"), sessions.alias("chain_seg")
+_ORPHAN_PARENT = sessions.alias("orphan_parent")
+
 
 # --------------------------------------------------------------------------- the step rule
 
@@ -68,7 +74,7 @@ def best_continuation(parent_id: Any, now: float) -> ColumnElement:
     """The id of the continuation the tip step takes from ``parent_id`` (NULL: none).
 
     ``parent_id`` is a value or a column (correlated: a recursive walk steps with it)."""
-    child, parent = sessions.alias("cont"), sessions.alias("cont_parent")
+    child, parent = _CONT, _CONT_PARENT
     rank = case((child.c.end_reason == COMPRESSION, 0), (child.c.ended_at.is_(None), 1),
                 else_=2)
     return (select(child.c.id)
@@ -89,7 +95,7 @@ def chain_map(anchor_ids: Select, *, now: float, max_depth: int = MAX_TIP_STEPS)
     first = anchors.c[0]
     walk = select(first.label("root_id"), first.label("id"),
                   literal(0).label("depth")).cte("v21_chain", recursive=True)
-    nxt = sessions.alias("chain_next")
+    nxt = _CHAIN_NEXT
     return walk.union_all(
         select(walk.c.root_id, nxt.c.id, walk.c.depth + 1)
         .join_from(walk, nxt, nxt.c.id == best_continuation(walk.c.id, now))
@@ -98,7 +104,7 @@ def chain_map(anchor_ids: Select, *, now: float, max_depth: int = MAX_TIP_STEPS)
 
 def chain_activity(chain: CTE, *, now: float) -> Select:
     """``(root_id, last_active)``: the newest activity over each anchor's chain."""
-    seg = sessions.alias("chain_seg")
+    seg = _CHAIN_SEG
     return (select(chain.c.root_id, func.max(activity(seg, now)).label("last_active"))
             .join_from(chain, seg, seg.c.id == chain.c.id).group_by(chain.c.root_id))
 
@@ -162,7 +168,7 @@ def compression_lineage(conn: Executor, session_id: str, *, now: float) -> list[
 def finalize_orphaned(conn: Executor, *, now: float) -> int:
     """End open continuations the agent abandoned: no API call, a message, a parent ended
     ``'compression'``, started over 7 days ago. Returns how many."""
-    parent = sessions.alias("orphan_parent")
+    parent = _ORPHAN_PARENT
     has_message = exists(select(messages.c.id).where(messages.c.session_id == sessions.c.id))
     compressed_parent = exists(select(parent.c.id).where(
         parent.c.id == sessions.c.parent_session_id, parent.c.end_reason == COMPRESSION))

@@ -34,6 +34,8 @@ routes = GatewayRoute.__table__
 # Ended by older gateway code that closed sessions it should have kept; still resumable.
 RECOVERABLE_END_REASONS = ("agent_close", "ws_orphan_reap")
 _MAX_PARAMS = 900
+# Built once: an alias of the wide sessions table is slow to build.
+_SAME_KEY = sessions.alias("same_key")
 
 
 def ascii_lower(text: str) -> str:
@@ -116,7 +118,7 @@ def list_gateway_sessions(conn: Executor, *, platform: str | None, active_only: 
 
     "Newest" is judged over every row of the key before the platform and open filters, so an
     ended newest row hides its key instead of surfacing an older open one."""
-    same_key = sessions.alias("same_key")
+    same_key = _SAME_KEY
     newest = (select(func.max(same_key.c.started_at))
               .where(same_key.c.session_key == sessions.c.session_key).scalar_subquery())
     last_active = lineage.last_activity(sessions, now).label("last_active")

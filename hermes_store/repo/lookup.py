@@ -38,6 +38,9 @@ RESUME_MAX_NODES = 32
 CRON_SOURCE = "cron"
 # A projected row shows where its conversation is now (contract §5.4).
 TIP_COLUMNS = (*listing.TIP_COLUMNS, "cwd", "git_branch", "git_repo_root")
+# Built once (an alias of the wide sessions table is slow to build; see compression.py).
+_RESUME_CHILD, _VIS_PARENT = sessions.alias("resume_child"), sessions.alias("vis_parent")
+_IDQ_SEED, _IDQ_PARENT = sessions.alias("idq_seed"), sessions.alias("idq_parent")
 
 
 # --------------------------------------------------------------------------- resume
@@ -47,7 +50,7 @@ def resume_target(conn: Executor, start: str) -> str:
     """From ``start`` (a compression tip), follow the newest unmarked non-tool child while one
     exists (≤ 32 nodes, cycle-safe) and return the deepest node holding a message, else
     ``start``: a tip created just before a crash may be empty while its own child is not."""
-    child = sessions.alias("resume_child")
+    child = _RESUME_CHILD
     path, seen = [start], {start}
     while len(path) < RESUME_MAX_NODES:
         nxt = conn.execute(select(child.c.id)
@@ -70,7 +73,7 @@ def resume_target(conn: Executor, start: str) -> str:
 def visible_clause(table: Any = sessions) -> ColumnElement[bool]:
     """Roots (no parent, or a parent row that is gone) and branch children (``_branched_from``,
     or started at or after a parent's ``'branched'`` end), minus any ``_delegate_from`` row."""
-    parent = sessions.alias("vis_parent")
+    parent = _VIS_PARENT
     parent_gone = ~exists(select(parent.c.id).where(parent.c.id == table.c.parent_session_id))
     branched_parent = exists(select(parent.c.id).where(
         parent.c.id == table.c.parent_session_id, parent.c.end_reason == compression.BRANCHED,
@@ -99,11 +102,11 @@ def id_query_anchors(needle: str, *, where: Any = None) -> Select:
     ``needle`` (stripped and lower-cased; matched literally): the matching segments themselves
     and the continuation ancestors a chain could reach them from. Seeding the walk only with
     these makes its cost follow the matches, not the store."""
-    seed = sessions.alias("idq_seed")
+    seed = _IDQ_SEED
     up = (select(seed.c.id, seed.c.parent_session_id, seed.c.model_config, seed.c.source,
                  literal(0).label("depth"))
           .where(_id_matches(seed.c.id, needle)).cte("idq_up", recursive=True))
-    parent = sessions.alias("idq_parent")
+    parent = _IDQ_PARENT
     up = up.union_all(
         select(parent.c.id, parent.c.parent_session_id, parent.c.model_config, parent.c.source,
                up.c.depth + 1)
