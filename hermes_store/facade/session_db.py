@@ -29,6 +29,7 @@ from sqlalchemy import Connection, Engine
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
 from hermes_store.errors import SchemaMismatchError
+from hermes_store.facade import compression, gateway, handoff, other
 from hermes_store.ops import storage
 from hermes_store.paths import resolve_db_path
 from hermes_store.repo import bigrams, lineage, messages, retention, sessions, titles
@@ -497,16 +498,53 @@ class SessionDB:
     # bound here so that this class body lists the whole public surface. One section a noun.
 
     # compression (facade/compression.py)
+    record_compression_failure_cooldown = compression.record_compression_failure_cooldown
+    get_compression_failure_cooldown = compression.get_compression_failure_cooldown
+    clear_compression_failure_cooldown = compression.clear_compression_failure_cooldown
+    get_compression_fallback_streak = compression.get_compression_fallback_streak
+    set_compression_fallback_streak = compression.set_compression_fallback_streak
+    try_acquire_compression_lock = compression.try_acquire_compression_lock
+    refresh_compression_lock = compression.refresh_compression_lock
+    release_compression_lock = compression.release_compression_lock
+    get_compression_lock_holder = compression.get_compression_lock_holder
+    finalize_orphaned_compression_sessions = compression.finalize_orphaned_compression_sessions
+    get_compression_tip = compression.get_compression_tip
+    get_compression_lineage = compression.get_compression_lineage
 
     # gateway (facade/gateway.py)
+    record_gateway_session_peer = gateway.record_gateway_session_peer
+    set_expiry_finalized = gateway.set_expiry_finalized
+    save_gateway_routing_entry = gateway.save_gateway_routing_entry
+    replace_gateway_routing_entries = gateway.replace_gateway_routing_entries
+    load_gateway_routing_entries = gateway.load_gateway_routing_entries
+    delete_gateway_routing_entries = gateway.delete_gateway_routing_entries
+    list_gateway_sessions = gateway.list_gateway_sessions
+    find_session_by_origin = gateway.find_session_by_origin
+    find_latest_gateway_session_for_peer = gateway.find_latest_gateway_session_for_peer
 
     # handoff (facade/handoff.py)
+    request_handoff = handoff.request_handoff
+    claim_handoff = handoff.claim_handoff
+    complete_handoff = handoff.complete_handoff
+    fail_handoff = handoff.fail_handoff
+    get_handoff_state = handoff.get_handoff_state
+    list_pending_handoffs = handoff.list_pending_handoffs
 
     # bulk delete, prune, archive, maintenance (facade/bulk.py)
 
     # messages (facade/history.py)
 
     # other (facade/other.py)
+    resolve_resume_session_id = other.resolve_resume_session_id
+    search_sessions_by_id = other.search_sessions_by_id
+    list_cron_job_runs = other.list_cron_job_runs
+    distinct_session_cwds = other.distinct_session_cwds
+    backfill_repo_roots = other.backfill_repo_roots
+    update_session_cwd = other.update_session_cwd
+    update_session_model = other.update_session_model
+    update_session_billing_route = other.update_session_billing_route
+    update_session_meta = other.update_session_meta
+    export_session_lineage = other.export_session_lineage
 
     # Telegram DM topic mode (facade/topics.py)
 

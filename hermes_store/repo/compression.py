@@ -1,0 +1,261 @@
+"""Compression: the v21 continuation rules, the lineage walks built on them, the advisory state
+on ``sessions`` (failure cooldown, fallback streak) and the ``compression_locks`` table.
+
+A *continuation* of P is a child of P where P ended ``'compression'``, the child carries neither
+marker (:mod:`hermes_store.repo.markers`) and its ``source`` is not ``'tool'``; no timing
+condition. The *tip step* goes from P to its best continuation: one that itself ended
+``'compression'``, then an open one, then the rest; then the newest activity (newest message,
+else ``started_at``), ``started_at`` and ``id``, all descending. Tip, lineage, resume and the
+v21 listing all walk by this one step, so they agree on where a conversation went.
+
+These rules differ from :mod:`hermes_store.repo.lineage` (the v11 facade's ``get_lineage_tip``
+and retention): that walk follows any child of a compression-ended parent, preferring one
+started after the end. Both stay: v11 callers keep their answers.
+
+Functions take a caller-owned ``Connection`` and never commit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    CTE,
+    ColumnElement,
+    Select,
+    case,
+    delete,
+    exists,
+    func,
+    insert,
+    literal,
+    select,
+    update,
+)
+from sqlalchemy.exc import IntegrityError
+
+from hermes_store.db.models import ChatSession, CompressionLock, Message
+from hermes_store.repo import lineage, markers
+from hermes_store.repo.sessions import Executor
+
+sessions = ChatSession.__table__
+messages = Message.__table__
+locks = CompressionLock.__table__
+
+COMPRESSION = "compression"
+BRANCHED = "branched"
+TOOL_SOURCE = "tool"
+ORPHANED_COMPRESSION = "orphaned_compression"
+ORPHAN_AGE_S = 7 * 86400.0
+MAX_TIP_STEPS = 100
+
+# Built once: an alias of the 50-column table costs milliseconds to build, and the tip walk
+# builds its statement on every step.
+_CONT, _CONT_PARENT = sessions.alias("cont"), sessions.alias("cont_parent")
+_CHAIN_NEXT, _CHAIN_SEG = sessions.alias("chain_next"), sessions.alias("chain_seg")
+_ORPHAN_PARENT = sessions.alias("orphan_parent")
+
+
+# --------------------------------------------------------------------------- the step rule
+
+
+def may_continue(child: Any) -> ColumnElement[bool]:
+    """The child's side of "continuation": neither marker, and not a tool session."""
+    return ~markers.carries_any_clause(child.c.model_config) \
+        & (func.coalesce(child.c.source, "") != TOOL_SOURCE)
+
+
+def activity(table: Any, now: float) -> ColumnElement:
+    """A segment's activity for the step rule: its newest sane message, else ``started_at``."""
+    return func.coalesce(lineage.newest_message_at(table.c.id, now), table.c.started_at)
+
+
+def best_continuation(parent_id: Any, now: float) -> ColumnElement:
+    """The id of the continuation the tip step takes from ``parent_id`` (NULL: none).
+
+    ``parent_id`` is a value or a column (correlated: a recursive walk steps with it)."""
+    child, parent = _CONT, _CONT_PARENT
+    rank = case((child.c.end_reason == COMPRESSION, 0), (child.c.ended_at.is_(None), 1),
+                else_=2)
+    return (select(child.c.id)
+            .join_from(child, parent, parent.c.id == child.c.parent_session_id)
+            .where(parent.c.id == parent_id, parent.c.end_reason == COMPRESSION,
+                   may_continue(child))
+            .order_by(rank, activity(child, now).desc(), child.c.started_at.desc(),
+                      child.c.id.desc())
+            .limit(1).scalar_subquery())
+
+
+def chain_map(anchor_ids: Select, *, now: float, max_depth: int = MAX_TIP_STEPS) -> CTE:
+    """``(root_id, id, depth)``: each anchor (depth 0) and the segments its tip steps reach.
+
+    A cycle repeats segments until ``max_depth``; consumers aggregate (activity, matching), so
+    a repeat changes nothing. The single-session walks below stop at a cycle instead."""
+    anchors = anchor_ids.subquery("chain_anchor")
+    first = anchors.c[0]
+    walk = select(first.label("root_id"), first.label("id"),
+                  literal(0).label("depth")).cte("v21_chain", recursive=True)
+    nxt = _CHAIN_NEXT
+    return walk.union_all(
+        select(walk.c.root_id, nxt.c.id, walk.c.depth + 1)
+        .join_from(walk, nxt, nxt.c.id == best_continuation(walk.c.id, now))
+        .where(walk.c.depth < max_depth))
+
+
+def chain_activity(chain: CTE, *, now: float) -> Select:
+    """``(root_id, last_active)``: the newest activity over each anchor's chain."""
+    seg = _CHAIN_SEG
+    return (select(chain.c.root_id, func.max(activity(seg, now)).label("last_active"))
+            .join_from(chain, seg, seg.c.id == chain.c.id).group_by(chain.c.root_id))
+
+
+def tip_path(conn: Executor, session_id: str, *, now: float,
+             max_steps: int = MAX_TIP_STEPS) -> list[str]:
+    """``[session_id, …, tip]`` by the tip step; stops at none, a cycle or ``max_steps``."""
+    path, seen = [session_id], {session_id}
+    while len(path) <= max_steps:
+        nxt = conn.execute(select(best_continuation(path[-1], now))).scalar()
+        if nxt is None or nxt in seen:
+            break
+        path.append(nxt)
+        seen.add(nxt)
+    return path
+
+
+def compression_tip(conn: Executor, session_id: str, *, now: float) -> str:
+    """Where the session's conversation went; the id itself when it has no continuation
+    (unknown ids included)."""
+    return tip_path(conn, session_id, now=now)[-1]
+
+
+def _is_branch_child(row: Any, parent: Any) -> bool:
+    if markers.carries(row.model_config, markers.BRANCHED_FROM):
+        return True
+    return (parent is not None and parent.end_reason == BRANCHED and parent.ended_at is not None
+            and row.started_at is not None and row.started_at >= parent.ended_at)
+
+
+def _continues(child: Any, parent: Any) -> bool:
+    return (parent.end_reason == COMPRESSION and not markers.carries_any(child.model_config)
+            and (child.source or "") != TOOL_SOURCE)
+
+
+def compression_lineage(conn: Executor, session_id: str, *, now: float) -> list[str]:
+    """Ids root → tip of the session's lineage: ``[]`` if unknown, ``[session_id]`` for a
+    branch child or a segment the tip step from its root does not pass through."""
+    up = lineage.ancestors(session_id).subquery("up")
+    rows = conn.execute(
+        select(up.c.depth, sessions.c.id, sessions.c.parent_session_id, sessions.c.end_reason,
+               sessions.c.ended_at, sessions.c.started_at, sessions.c.model_config,
+               sessions.c.source)
+        .join_from(up, sessions, sessions.c.id == up.c.id).order_by(up.c.depth)).all()
+    if not rows or rows[0].id != session_id:
+        return []
+    parent = rows[1] if len(rows) > 1 and rows[1].id == rows[0].parent_session_id else None
+    if _is_branch_child(rows[0], parent):
+        return [session_id]
+    root = rows[0]
+    for above in rows[1:]:
+        # ancestors() reports each id once, so a cycle ends the list; a gap in the depths
+        # (a parent row that is gone) ends the walk as well.
+        if above.id != root.parent_session_id or not _continues(root, above):
+            break
+        root = above
+    path = tip_path(conn, root.id, now=now)
+    return path if session_id in path else [session_id]
+
+
+def finalize_orphaned(conn: Executor, *, now: float) -> int:
+    """End open continuations the agent abandoned: no API call, a message, a parent ended
+    ``'compression'``, started over 7 days ago. Returns how many."""
+    parent = _ORPHAN_PARENT
+    has_message = exists(select(messages.c.id).where(messages.c.session_id == sessions.c.id))
+    compressed_parent = exists(select(parent.c.id).where(
+        parent.c.id == sessions.c.parent_session_id, parent.c.end_reason == COMPRESSION))
+    result = conn.execute(
+        update(sessions)
+        .where(sessions.c.ended_at.is_(None), sessions.c.end_reason.is_(None),
+               sessions.c.api_call_count == 0, sessions.c.started_at < now - ORPHAN_AGE_S,
+               has_message, compressed_parent)
+        .values(ended_at=now, end_reason=ORPHANED_COMPRESSION))
+    return int(result.rowcount or 0)
+
+
+# --------------------------------------------------------------------------- advisory state
+
+
+def record_cooldown(conn: Executor, session_id: str, until: float, error: str | None) -> None:
+    conn.execute(update(sessions).where(sessions.c.id == session_id).values(
+        compression_failure_cooldown_until=until, compression_failure_error=error))
+
+
+def cooldown(conn: Executor, session_id: str) -> tuple[Any, str | None] | None:
+    """The stored ``(cooldown_until, error)``, expired or not; None for an unknown session."""
+    row = conn.execute(select(sessions.c.compression_failure_cooldown_until,
+                              sessions.c.compression_failure_error)
+                       .where(sessions.c.id == session_id)).first()
+    return (row[0], row[1]) if row is not None else None
+
+
+def clear_cooldown(conn: Executor, session_id: str) -> None:
+    record_cooldown(conn, session_id, None, None)  # type: ignore[arg-type]
+
+
+def fallback_streak(conn: Executor, session_id: str) -> Any:
+    """The stored value as is (the facade decides what a stored oddity means)."""
+    return conn.execute(select(sessions.c.compression_fallback_streak)
+                        .where(sessions.c.id == session_id)).scalar()
+
+
+def set_fallback_streak(conn: Executor, session_id: str, streak: int) -> None:
+    conn.execute(update(sessions).where(sessions.c.id == session_id)
+                 .values(compression_fallback_streak=streak))
+
+
+# --------------------------------------------------------------------------- locks
+
+
+def _holder(conn: Executor, session_id: str, *, live_at: float | None = None) -> str | None:
+    query = select(locks.c.holder).where(locks.c.session_id == session_id)
+    if live_at is not None:
+        query = query.where(locks.c.expires_at >= live_at)
+    return conn.execute(query).scalar()
+
+
+def try_acquire_lock(conn: Executor, session_id: str, holder: str, ttl: float, *,
+                     now: float) -> bool:
+    """Take the lock unless another holder has a live one; an own live lock is kept as it is
+    (not extended). Of concurrent callers exactly one sees its own name afterwards."""
+    conn.execute(delete(locks).where(locks.c.session_id == session_id,
+                                     locks.c.expires_at < now))
+    current = _holder(conn, session_id)
+    if current is None:
+        try:
+            # SQLite's write lock already serialises callers; on a backend that lets two
+            # transactions get here, the primary key picks the winner and the loser reads it.
+            with conn.begin_nested():
+                conn.execute(insert(locks).values(session_id=session_id, holder=holder,
+                                                  acquired_at=now, expires_at=now + ttl))
+            return True
+        except IntegrityError:
+            current = _holder(conn, session_id)
+    return current == holder
+
+
+def refresh_lock(conn: Executor, session_id: str, holder: str, ttl: float, *,
+                 now: float) -> bool:
+    """Extend a live lock held by ``holder``; an expired one is never revived."""
+    result = conn.execute(update(locks).where(
+        locks.c.session_id == session_id, locks.c.holder == holder, locks.c.expires_at >= now)
+        .values(expires_at=now + ttl))
+    return bool(result.rowcount)
+
+
+def release_lock(conn: Executor, session_id: str, holder: str) -> None:
+    """Only the holder's own row goes: a late compressor never frees its successor's lock."""
+    conn.execute(delete(locks).where(locks.c.session_id == session_id, locks.c.holder == holder))
+
+
+def lock_holder(conn: Executor, session_id: str, *, now: float) -> str | None:
+    return _holder(conn, session_id, live_at=now)
+
