@@ -2,13 +2,11 @@
 
 Functions take a caller-owned ``Connection`` or ORM ``Session`` and never commit.
 ``prepare_message`` does all validation and serialisation before a transaction starts, so a
-retried write unit only runs SQL.
+retried write unit only runs SQL. Cells are encoded and decoded by :mod:`hermes_store.content`.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import math
 import re
 from collections.abc import Iterable
@@ -17,12 +15,18 @@ from typing import Any
 
 from sqlalchemy import bindparam, delete, func, insert, select, update
 
-from hermes_store.content import MULTIMODAL_PREFIX
+from hermes_store.content import (
+    check_text,
+    decode_content,
+    decode_json,
+    decode_tool_calls,
+    encode_content,
+    encode_json,
+    encode_tool_calls,
+)
 from hermes_store.db.models import ChatSession, Message
 from hermes_store.repo import bigrams, lineage
-from hermes_store.repo.sessions import Executor, check_text, connection_of, dump_json
-
-log = logging.getLogger(__name__)
+from hermes_store.repo.sessions import Executor, connection_of
 
 sessions = ChatSession.__table__
 messages = Message.__table__
@@ -39,78 +43,6 @@ _MEMORY_NOTE_RE = re.compile(
     r"\[System note:\s*The following is recalled memory context,\s*NOT new user input\.[^\]]*\]",
     re.IGNORECASE)
 _MEMORY_TAG_RE = re.compile(r"<\s*/?\s*memory-context\b[^>]*>", re.IGNORECASE)
-
-
-# --------------------------------------------------------------------------- encoding
-
-
-def encode_content(content: object) -> str | None:
-    """Text as is; multimodal parts (list/dict) as the sentinel plus JSON.
-
-    A str that itself starts with the sentinel is stored as sentinel + JSON string, so it reads
-    back unchanged instead of being mistaken for multimodal parts.
-    """
-    if content is None:
-        return None
-    if isinstance(content, str):
-        check_text("content", content)
-        return MULTIMODAL_PREFIX + dump_json(content) if content.startswith(MULTIMODAL_PREFIX) \
-            else content
-    if isinstance(content, (list, dict)):
-        # The search view extracts text parts with SQL json functions: no escaped surrogates.
-        return MULTIMODAL_PREFIX + dump_json(content, what="content")
-    raise TypeError(f"content must be str, list, dict or None, not {type(content).__name__}")
-
-
-def decode_content(stored: str | None) -> Any:
-    if stored is None or not stored.startswith(MULTIMODAL_PREFIX):
-        return stored
-    try:
-        return json.loads(stored[len(MULTIMODAL_PREFIX):])
-    except ValueError:
-        log.warning("undecodable multimodal content; returning the stored text")
-        return stored
-
-
-def encode_tool_calls(tool_calls: object) -> tuple[str | None, int]:
-    """``(stored JSON or None, number of calls)``; a JSON str is parsed first."""
-    if tool_calls is None or tool_calls == "" or tool_calls == []:
-        return None, 0
-    value = tool_calls
-    if isinstance(tool_calls, str):
-        try:
-            value = json.loads(tool_calls)
-        except ValueError:
-            value = tool_calls  # stored as a JSON string literal: kept, never dropped
-    if value is None or value == []:
-        return None, 0
-    count = len(value) if isinstance(value, list) else 1
-    return dump_json(value), count
-
-
-def _decode_json(stored: str | None, *, broken: Any) -> Any:
-    """Stored JSON text decoded; ``broken`` stands in for text that is not JSON."""
-    if stored is None:
-        return None
-    try:
-        return json.loads(stored)
-    except ValueError:
-        return broken
-
-
-def decode_tool_calls(stored: str | None) -> Any:
-    value = _decode_json(stored, broken=_BROKEN)
-    if value is _BROKEN:
-        log.warning("undecodable tool_calls JSON; returning []")
-        return []
-    return value
-
-
-def _json_or_none(value: Any) -> str | None:
-    return dump_json(value) if value else None
-
-
-_BROKEN = object()
 
 
 # --------------------------------------------------------------------------- append
@@ -154,9 +86,9 @@ def prepare_message(session_id: str, role: object, *, content: object = None,
         "timestamp": float(timestamp), "token_count": token_count,
         "finish_reason": finish_reason, "reasoning": reasoning,
         "reasoning_content": reasoning_content,
-        "reasoning_details": _json_or_none(reasoning_details),
-        "codex_reasoning_items": _json_or_none(codex_reasoning_items),
-        "codex_message_items": _json_or_none(codex_message_items),
+        "reasoning_details": encode_json(reasoning_details),
+        "codex_reasoning_items": encode_json(codex_reasoning_items),
+        "codex_message_items": encode_json(codex_message_items),
     }
     # Tool results carry the id of the call they answer, never new calls of their own.
     return PreparedMessage(row, 0 if role == "tool" else n_calls)
@@ -249,7 +181,7 @@ def _as_turn(row: dict[str, Any]) -> dict[str, Any]:
             turn["reasoning_content"] = row["reasoning_content"]
         for key in _JSON_EXTRAS:
             if row[key] is not None:
-                turn[key] = _decode_json(row[key], broken=None)
+                turn[key] = decode_json(row[key], broken=None)
     return turn
 
 
