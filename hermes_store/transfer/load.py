@@ -20,7 +20,6 @@ Counters (``message_count``, ``tool_call_count``) change in the same transaction
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -42,7 +41,7 @@ from sqlalchemy import (
     update,
 )
 
-from hermes_store.content import MULTIMODAL_PREFIX
+from hermes_store.content import encode_content, encode_tool_calls, tool_calls_added
 from hermes_store.db.engine import APPEND_BUDGET_S, reading, run_write
 from hermes_store.db.models import ChatSession
 from hermes_store.errors import (
@@ -55,15 +54,10 @@ from hermes_store.errors import (
 )
 from hermes_store.repo import bigrams
 from hermes_store.repo.titles import MAX_TITLE_LENGTH, sanitize_title
-from hermes_store.transfer.parse import (
-    ImportedSession,
-    ReadStats,
-    detect_format,
-    iter_json_lines,
-    parse_claude,
-    parse_codex,
-    sha256_prefix,
-)
+from hermes_store.transfer.builder import ImportedSession
+from hermes_store.transfer.cells import stored_cell
+from hermes_store.transfer.lines import ReadStats, iter_json_lines, sha256_prefix
+from hermes_store.transfer.parse import detect_format, parse_claude, parse_codex
 
 __all__ = ["FileImportSummary", "ImportResult", "LIVE_STATE_COLUMNS", "import_paths"]
 
@@ -251,19 +245,6 @@ def _unique_title(conn: Connection, sessions: Table, title: Any, sid: str) -> An
 
 # --------------------------------------------------------------------------- jsonl
 
-def _decode_cell(value: Any, *, content: bool = False) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {"$b64"} and isinstance(value["$b64"], str):
-            return base64.b64decode(value["$b64"])
-        if set(value) == {"$float"}:
-            return float(value["$float"])
-    if isinstance(value, (dict, list)):
-        # `hermes sessions export` writes decoded JSON; store it the way the agent does.
-        text = json.dumps(value, ensure_ascii=False)
-        return MULTIMODAL_PREFIX + text if content else text
-    return value
-
-
 def _import_jsonl(engine: Engine, path: Path, summary: FileImportSummary, *, replace: bool,
                   dry_run: bool) -> None:
     stats = ReadStats()
@@ -339,7 +320,7 @@ def _write_record(conn: Connection, sessions: Table, messages: Table, record: di
         if key not in sessions.c:
             dropped_cols.add(f"sessions.{key}")
             continue
-        row[key] = _decode_cell(value)
+        row[key] = stored_cell(value, column=key)
     # Parents are linked once the whole file is in: a continuation may precede its parent.
     row["parent_session_id"] = None
     row["title"] = _unique_title(conn, sessions, row.get("title"), sid)
@@ -358,7 +339,7 @@ def _write_record(conn: Connection, sessions: Table, messages: Table, record: di
             if key not in messages.c:
                 dropped_cols.add(f"messages.{key}")
             elif key not in LIVE_STATE_COLUMNS:
-                out[key] = _decode_cell(value, content=key == "content")
+                out[key] = stored_cell(value, column=key)
         out["session_id"] = sid
         rows.append(out)
     _insert_messages(conn, messages, rows, keep_ids=True)
@@ -368,7 +349,8 @@ def _write_record(conn: Connection, sessions: Table, messages: Table, record: di
     if not _is_count(record.get("message_count")):
         counted["message_count"] = len(rows)
     if not _is_count(record.get("tool_call_count")):
-        counted["tool_call_count"] = sum(_calls_in(r) for r in rows)
+        counted["tool_call_count"] = sum(tool_calls_added(r.get("role"), r.get("tool_calls"))
+                                         for r in rows)
     if counted:
         conn.execute(update(sessions).where(sessions.c.id == sid).values(**counted))
     return "replaced" if exists else "imported"
@@ -376,23 +358,6 @@ def _write_record(conn: Connection, sessions: Table, messages: Table, record: di
 
 def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _calls_in(row: dict[str, Any]) -> int:
-    """Tool calls a row adds to ``tool_call_count``, counted as the append path counts them."""
-    if row.get("role") == "tool":
-        return 0
-    value = row.get("tool_calls")
-    if value is None or value == "":
-        return 0
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return 1  # a non-JSON string is kept as one call, as messages.encode_tool_calls does
-    if value is None or value == []:
-        return 0
-    return len(value) if isinstance(value, list) else 1
 
 
 def _link_parents(conn: Connection, sessions: Table, links: list[tuple[str, str]]) -> int:
@@ -462,8 +427,8 @@ def _message_rows(parsed: ImportedSession, sid: str, start: int = 0) -> list[dic
     for m in parsed.messages[start:]:
         row = {k: m.get(k) for k in keys}
         row["session_id"] = sid
-        calls = m.get("tool_calls")
-        row["tool_calls"] = json.dumps(calls, ensure_ascii=False) if calls else None
+        row["content"] = encode_content(m.get("content"))
+        row["tool_calls"], _ = encode_tool_calls(m.get("tool_calls"))
         out.append(row)
     return out
 
