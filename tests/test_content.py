@@ -58,7 +58,8 @@ def test_no_module_of_the_package_types_the_marker_as_hex() -> None:
 def test_the_search_view_and_text_of_agree_on_every_shape(head_db: Path) -> None:
     contents = [
         "plain", "", None, multimodal([{"type": "text", "text": "look"}, IMAGE]),
-        multimodal([{"type": "input_text", "text": "a"}, "b", {"type": "output_text", "text": "c"}]),
+        multimodal([{"type": "input_text", "text": "a"}, "b",
+                    {"type": "output_text", "text": "c"}]),
         multimodal([{"type": "thinking", "text": "secret"}]), multimodal({"text": "one part"}),
         multimodal([IMAGE]), MULTIMODAL_PREFIX + "{not json", multimodal("just a string"),
         multimodal([{"type": "text", "text": 7}, {"type": "text", "text": "部署"}]),

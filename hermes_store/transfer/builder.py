@@ -331,7 +331,8 @@ class SessionBuilder:
             self.note(policy["fallback"])
         for row in self.rows:
             if isinstance(row["timestamp"], _NaiveTime):
-                row["timestamp"] = float(row["timestamp"]) if line_times is self._naive_times else None
+                row["timestamp"] = (float(row["timestamp"]) if line_times is self._naive_times
+                                    else None)
         borrowed = 0
         prev: float | None = None
         for row in self.rows:

@@ -18,7 +18,8 @@ __all__ = ["jsonable", "stored_cell"]
 
 
 def jsonable(value: Any) -> Any:
-    """A stored cell as JSON: BLOBs (and undecodable text) as ``{"$b64"}``, NaN/inf as ``{"$float"}``."""
+    """A stored cell as JSON: BLOBs (and undecodable text) as ``{"$b64"}``, NaN/inf as
+    ``{"$float"}``."""
     if isinstance(value, bytes | bytearray | memoryview):
         return {"$b64": base64.b64encode(bytes(value)).decode("ascii")}
     if isinstance(value, float) and not math.isfinite(value):

@@ -115,7 +115,8 @@ def parse_claude(path: str | os.PathLike[str], *,
     return parse_claude_file(path, max_line_bytes=max_line_bytes)
 
 
-def parse_codex(path: str | os.PathLike[str], *, session_index: str | os.PathLike[str] | None = None,
+def parse_codex(path: str | os.PathLike[str], *,
+                session_index: str | os.PathLike[str] | None = None,
                 max_line_bytes: int = MAX_LINE_BYTES) -> ImportedSession:
     """Parse a Codex CLI rollout (§5.3); *session_index* overrides where thread names come from."""
     return parse_codex_file(path, session_index=session_index, max_line_bytes=max_line_bytes)
@@ -128,4 +129,5 @@ def parse_file(path: str | os.PathLike[str], kind: str | None = None) -> Importe
         return parse_claude(path)
     if kind == "codex":
         return parse_codex(path)
-    raise ValueError(f"{os.fspath(path)}: not a Claude Code or Codex log (format {kind!r}); use --from")
+    raise ValueError(f"{os.fspath(path)}: not a Claude Code or Codex log (format {kind!r}); "
+                     "use --from")
