@@ -37,6 +37,11 @@ SANE_FUTURE_S = 86400.0
 _TEXT_PART_TYPES = frozenset(("text", "input_text", "output_text"))
 
 
+def marker_sql(column: str, op: str = "=") -> str:
+    """SQL true when *column* holds multimodal parts (``=``) or anything else (``<>``)."""
+    return f"substr(CAST({column} AS BLOB), 1, {len(MARKER_BYTES)}) {op} {MARKER_BLOB_SQL}"
+
+
 # --------------------------------------------------------------------------- text and JSON
 
 

@@ -20,6 +20,7 @@ from hermes_store.content import (
     encode_content,
     encode_tool_calls,
     iso_utc,
+    marker_sql,
     sane_time,
     text_of,
     tool_calls_added,
@@ -44,8 +45,9 @@ def test_the_marker_blob_literal_is_the_marker_bytes() -> None:
 
 
 def test_sql_that_tells_multimodal_from_text_renders_the_one_marker() -> None:
-    assert MARKER_BLOB_SQL in derived.SEARCH_TEXT_VIEW
-    assert MARKER_BLOB_SQL in statements._CONTEXT_TEXT
+    assert marker_sql("c") == "substr(CAST(c AS BLOB), 1, 6) = X'006A736F6E3A'"
+    assert marker_sql("m.content", "<>") in derived.SEARCH_TEXT_VIEW
+    assert marker_sql("{t}.content") in statements._CONTEXT_TEXT
 
 
 def test_no_module_of_the_package_types_the_marker_as_hex() -> None:

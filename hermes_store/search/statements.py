@@ -28,7 +28,7 @@ from typing import Any
 from sqlalchemy import Connection, exc
 from sqlalchemy.orm import Session
 
-from hermes_store.content import MARKER_BLOB_SQL, MARKER_BYTES, MULTIMODAL_PREFIX, text_of
+from hermes_store.content import MULTIMODAL_PREFIX, marker_sql, text_of
 from hermes_store.search import language
 from hermes_store.search.language import And, Node, Not, Term
 from hermes_store.search.snippets import snippet_from_text
@@ -180,8 +180,7 @@ _SNIPPET_CASES = {
 }
 # Context text: multimodal content is fetched whole (its text parts may sit anywhere), plain
 # text is cut in SQL.
-_CONTEXT_TEXT = (f"CASE WHEN substr(CAST({{t}}.content AS BLOB), 1, {len(MARKER_BYTES)}) "
-                 f"= {MARKER_BLOB_SQL} "
+_CONTEXT_TEXT = (f"CASE WHEN {marker_sql('{t}.content')} "
                  f"THEN {{t}}.content ELSE substr({{t}}.content, 1, {CONTEXT_CHARS}) END")
 
 _MATCH_ERRORS = ("fts5", "syntax error", "unterminated string", "no such column",
