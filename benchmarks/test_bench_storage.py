@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from hermes_store import SessionDB
 from hermes_store.db import migrate
-from hermes_store.db.engine import open_engine, run_write
-from hermes_store.repo import bigrams
 
 from .conftest import INLINE_REVISION
 
@@ -41,6 +40,9 @@ def _message(n: int) -> tuple[str, str, float]:
 
 @pytest.fixture
 def scratch(tmp_path: Path):
+    """Makes a store at *revision* holding the session the appends go to; remembers each path."""
+    made: list[Path] = []
+
     def make(revision: str) -> Path:
         path = tmp_path / f"append-{revision}-{next(_counter)}.db"
         migrate.upgrade(path, revision)
@@ -48,9 +50,24 @@ def scratch(tmp_path: Path):
         con.execute("INSERT INTO sessions (id, source, started_at) VALUES ('bench', 'cli', 0)")
         con.commit()
         con.close()
+        made.append(path)
         return path
 
+    make.made = made  # type: ignore[attr-defined]
     return make
+
+
+def _landed(paths: list[Path], *, counted: bool) -> None:
+    """Every round wrote all its rows (and, through the library, counted them)."""
+    assert paths
+    for path in paths:
+        con = sqlite3.connect(path)
+        rows = con.execute("SELECT count(*) FROM messages WHERE session_id = 'bench'").fetchone()
+        count = con.execute("SELECT message_count FROM sessions WHERE id = 'bench'").fetchone()
+        con.close()
+        assert rows[0] == APPENDS, path
+        if counted:
+            assert count[0] == APPENDS, path
 
 
 def _raw_appends(path: Path) -> None:
@@ -67,34 +84,32 @@ def test_append_inline(benchmark, scratch) -> None:
     benchmark.group = "append"
     benchmark.extra_info.update(layout="inline", kind="append", messages=APPENDS)
     benchmark.pedantic(_raw_appends, setup=lambda: ((scratch(INLINE_REVISION),), {}), rounds=5)
+    _landed(scratch.made, counted=False)
 
 
 def test_append_floor(benchmark, scratch) -> None:
     benchmark.group = "append"
     benchmark.extra_info.update(layout="floor", kind="append", messages=APPENDS)
     benchmark.pedantic(_raw_appends, setup=lambda: ((scratch("head"),), {}), rounds=5)
+    _landed(scratch.made, counted=False)
 
 
-def _library_appends(path: Path) -> None:
-    engine = open_engine(path)
-
-    def one(n: int):
-        def unit(conn) -> None:
-            new_id = conn.exec_driver_sql(
-                "INSERT INTO messages (session_id, role, content, timestamp) "
-                "VALUES (?, 'user', ?, ?)", _message(n)).lastrowid
-            bigrams.sync_messages(conn, [new_id])
-
-        return unit
-
+def _library_appends(db: SessionDB) -> None:
+    # The public call end to end: validation, encoding, the write unit with its retries, the
+    # counters and the CJK side rows; close() ends it as con.close() ends the floor.
     for n in range(APPENDS):
-        run_write(engine, one(n), what="append")
+        sid, text, ts = _message(n)
+        db.append_message(sid, "user", text, timestamp=ts)
+    db.close()
 
 
 def test_append_head(benchmark, scratch) -> None:
+    """``SessionDB.append_message``; opening the store (a one-time schema check) is not timed."""
     benchmark.group = "append"
     benchmark.extra_info.update(layout="head", kind="append", messages=APPENDS)
-    benchmark.pedantic(_library_appends, setup=lambda: ((scratch("head"),), {}), rounds=5)
+    benchmark.pedantic(_library_appends, setup=lambda: ((SessionDB(scratch("head")),), {}),
+                       rounds=5)
+    _landed(scratch.made, counted=True)
 
 
 def test_migration_inline_to_head(benchmark, stores, tmp_path: Path) -> None:

@@ -1,15 +1,165 @@
-"""The stored-message format: the multimodal marker and the text a stored cell holds."""
+"""The stored-message format: how a message's cells are written to the store and read back.
+
+This module is the one owner of that format, and touches no database:
+
+* ``content`` holds text as is, or multimodal parts (a list or dict) as :data:`MULTIMODAL_PREFIX`
+  plus their JSON. SQL that must tell the two apart compares bytes with :data:`MARKER_BLOB_SQL`.
+  Migration revisions keep their own literal copy: revisions never import the package.
+* ``tool_calls`` and the other JSON columns hold JSON text; :func:`tool_calls_added` is the one
+  rule for what a message adds to its session's ``tool_call_count``.
+* :func:`text_of` is the plain text of a stored ``content``: what the search indexes hold, or
+  what a reader is shown.
+* :func:`sane_time` and :func:`iso_utc` keep garbage times out of listings and exports.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
+import math
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+log = logging.getLogger(__name__)
 
 MULTIMODAL_PREFIX = "\x00json:"
+MARKER_BYTES = MULTIMODAL_PREFIX.encode()
+#: The marker as an SQLite blob literal. It starts with NUL, where SQLite's text functions stop,
+#: so SQL compares it with the first ``len(MARKER_BYTES)`` bytes of ``CAST(content AS BLOB)``.
+MARKER_BLOB_SQL = f"X'{MARKER_BYTES.hex().upper()}'"
 
+# Times outside this window are garbage (one 5e+246 made a session look recent forever).
+SANE_MIN_TS = 946684800.0  # 2000-01-01T00:00:00Z
+SANE_FUTURE_S = 86400.0
+
+# Parts whose text the search indexes hold (db/derived.py's view reads the same three in SQL).
 _TEXT_PART_TYPES = frozenset(("text", "input_text", "output_text"))
 
 
-def _part_text(part: object) -> str | None:
+def marker_sql(column: str, op: str = "=") -> str:
+    """SQL true when *column* holds multimodal parts (``=``) or anything else (``<>``)."""
+    return f"substr(CAST({column} AS BLOB), 1, {len(MARKER_BYTES)}) {op} {MARKER_BLOB_SQL}"
+
+
+# --------------------------------------------------------------------------- text and JSON
+
+
+def check_text(what: str, value: str | None) -> None:
+    """SQLite stores UTF-8; a lone surrogate cannot be encoded, so it is refused up front."""
+    if value is None:
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(f"{what} contains a lone surrogate at position {err.start}; "
+                         "it cannot be stored as text") from None
+
+
+def dump_json(value: Any, *, what: str | None = None) -> str:
+    """JSON text with non-ASCII kept as is.
+
+    A lone surrogate cannot be stored as UTF-8: by default the value is then written with
+    ``\\uXXXX`` escapes (lossless, reads back identical). With ``what`` set it is refused
+    instead, for JSON that SQL decodes (SQLite's json functions turn such an escape into
+    invalid UTF-8 that no reader can decode).
+    """
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"value is not JSON-serialisable: {err}") from None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        if what is not None:
+            raise ValueError(f"{what} contains a lone surrogate; it cannot be stored as text") \
+                from None
+        text = json.dumps(value, ensure_ascii=True)
+    return text
+
+
+def encode_json(value: Any) -> str | None:
+    """A JSON column's stored text; an empty value is stored as NULL."""
+    return dump_json(value) if value else None
+
+
+def decode_json(stored: str | None, *, broken: Any) -> Any:
+    """Stored JSON text decoded; ``broken`` stands in for text that is not JSON."""
+    if stored is None:
+        return None
+    try:
+        return json.loads(stored)
+    except ValueError:
+        return broken
+
+
+# --------------------------------------------------------------------------- content
+
+
+def encode_content(content: object) -> str | None:
+    """Text as is; multimodal parts (list/dict) as the marker plus JSON.
+
+    A str that itself starts with the marker is stored as marker + JSON string, so it reads
+    back unchanged instead of being mistaken for multimodal parts.
+    """
+    if content is None:
+        return None
+    if isinstance(content, str):
+        check_text("content", content)
+        return MULTIMODAL_PREFIX + dump_json(content) if content.startswith(MULTIMODAL_PREFIX) \
+            else content
+    if isinstance(content, (list, dict)):
+        # The search view extracts text parts with SQL json functions: no escaped surrogates.
+        return MULTIMODAL_PREFIX + dump_json(content, what="content")
+    raise TypeError(f"content must be str, list, dict or None, not {type(content).__name__}")
+
+
+def decode_content(stored: str | None) -> Any:
+    """What :func:`encode_content` was given; a broken payload comes back as the stored text."""
+    if stored is None or not stored.startswith(MULTIMODAL_PREFIX):
+        return stored
+    try:
+        return json.loads(stored[len(MULTIMODAL_PREFIX):])
+    except ValueError:
+        log.warning("undecodable multimodal content; returning the stored text")
+        return stored
+
+
+def text_of(stored: object, *, display: bool = False, image_text: str = "[image]") -> str:
+    """Plain text of a stored ``content`` cell; never the marker.
+
+    By default it is the text the search indexes hold for the cell, as db/derived.py's view
+    computes it in SQL: the text parts (``text``, ``input_text``, ``output_text``) joined by a
+    space; images and a payload that is not JSON give nothing.
+
+    ``display=True`` is what a reader is shown (exports, ``show``): every part that carries
+    text, an image as *image_text*, one part a line, and a payload that is not JSON as its raw
+    text, so nothing a person could read is hidden. A cell that is not valid UTF-8 (read as
+    ``bytes``) is decoded with replacement characters.
+    """
+    if stored is None:
+        return ""
+    if isinstance(stored, bytes):
+        stored = stored.decode("utf-8", errors="replace")
+    elif not isinstance(stored, str):
+        return str(stored)
+    if not stored.startswith(MULTIMODAL_PREFIX):
+        return stored
+    payload = stored[len(MULTIMODAL_PREFIX):]
+    try:
+        parts = json.loads(payload)
+    except ValueError:
+        return payload if display else ""
+    if not isinstance(parts, list):
+        parts = [parts]
+    if display:
+        shown = (_shown_text(part, image_text) for part in parts)
+        return "\n".join(t for t in shown if t is not None)
+    indexed = (_indexed_text(part) for part in parts)
+    return " ".join(t for t in indexed if t)
+
+
+def _indexed_text(part: object) -> str | None:
     if isinstance(part, str):
         return part
     if isinstance(part, dict) and part.get("type", "text") in _TEXT_PART_TYPES:
@@ -18,19 +168,104 @@ def _part_text(part: object) -> str | None:
     return None
 
 
-def text_of_content(content: str | None) -> str:
-    """Plain text of a stored ``content``: multimodal parts reduced to their text parts."""
-    if content is None:
-        return ""
-    if not content.startswith(MULTIMODAL_PREFIX):
-        return content
+def _shown_text(part: object, image_text: str) -> str | None:
+    if isinstance(part, str):
+        return part
+    if isinstance(part, dict):
+        if "image" in str(part.get("type", "")):
+            return image_text
+        text = part.get("text")
+        return text if isinstance(text, str) else None
+    return None
+
+
+# --------------------------------------------------------------------------- tool calls
+
+
+def _calls_value(tool_calls: object) -> Any:
+    """The calls a value holds (a JSON str parsed first), or None when it holds none."""
+    if tool_calls is None or tool_calls == "" or tool_calls == []:
+        return None
+    if not isinstance(tool_calls, str):
+        return tool_calls
     try:
-        parts = json.loads(content[len(MULTIMODAL_PREFIX) :])
+        value = json.loads(tool_calls)
     except ValueError:
-        return ""  # never show the sentinel or a broken payload
-    if not isinstance(parts, list):
-        parts = [parts]
-    texts = (_part_text(part) for part in parts)
-    return " ".join(t for t in texts if t)
+        return tool_calls  # stored as a JSON string literal: kept, never dropped
+    return None if value is None or value == [] else value
 
 
+def _calls_in(value: Any) -> int:
+    return 0 if value is None else len(value) if isinstance(value, list) else 1
+
+
+def encode_tool_calls(tool_calls: object) -> tuple[str | None, int]:
+    """``(stored JSON or None, number of calls)``; a JSON str is parsed first."""
+    value = _calls_value(tool_calls)
+    return (None, 0) if value is None else (dump_json(value), _calls_in(value))
+
+
+def decode_tool_calls(stored: str | None) -> Any:
+    value = decode_json(stored, broken=_BROKEN)
+    if value is _BROKEN:
+        log.warning("undecodable tool_calls JSON; returning []")
+        return []
+    return value
+
+
+_BROKEN = object()
+
+
+def tool_calls_added(role: object, tool_calls: object) -> int:
+    """What a message adds to its session's ``tool_call_count`` (*tool_calls* stored or not).
+
+    A list counts its items and any other value one call; a tool result carries the id of the
+    call it answers, never new calls of its own.
+    """
+    return 0 if role == "tool" else _calls_in(_calls_value(tool_calls))
+
+
+def calls_of(stored: Any) -> list[dict[str, Any]]:
+    """A stored ``tool_calls`` cell as ``[{id, name, arguments}]`` for display, whatever its
+    shape (OpenAI ``function`` objects, bare ``{name, input}``, one object); text that is not
+    JSON becomes one call named ``unknown`` carrying that text."""
+    if stored in (None, "", b""):
+        return []
+    try:
+        calls = json.loads(stored) if isinstance(stored, str) else stored
+    except ValueError:
+        return [{"id": None, "name": "unknown", "arguments": stored}]
+    if isinstance(calls, dict):
+        calls = [calls]
+    out = []
+    for c in calls if isinstance(calls, list) else []:
+        if not isinstance(c, dict):
+            continue
+        fn = c.get("function") if isinstance(c.get("function"), dict) else c
+        out.append({"id": c.get("id") or c.get("call_id"), "name": fn.get("name") or "unknown",
+                    "arguments": fn.get("arguments", fn.get("input"))})
+    return out
+
+
+# --------------------------------------------------------------------------- times
+
+
+def sane_time(value: Any) -> float | None:
+    """The value as an epoch if it is a plausible time (2000-01-01 to a day ahead), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    v = float(value)
+    if not math.isfinite(v) or v < SANE_MIN_TS or v > time.time() + SANE_FUTURE_S:
+        return None
+    return v
+
+
+def iso_utc(value: Any, *, millis: bool = False) -> str | None:
+    """ISO 8601 UTC with ``Z`` for a sane epoch; None otherwise (callers show the raw value)."""
+    v = sane_time(value)
+    if v is None:
+        return None
+    dt = datetime.fromtimestamp(v, UTC)
+    if millis:
+        return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_store.content import text_of_content
+from hermes_store.content import text_of
 from hermes_store.db import migrate
 from hermes_store.db.engine import open_engine, reading, run_write
 from hermes_store.ops import storage
@@ -48,7 +48,7 @@ def expected_side_rows(path: Path) -> dict[int, tuple[str, str | None]]:
             "JOIN sessions s ON s.id = m.session_id "
             "WHERE m.role IS NOT 'tool' AND s.source NOT IN ('cron', 'subagent')").fetchall()
     for row_id, content, tool_name, tool_calls in rows:
-        side = cjk.side_row(text_of_content(content), tool_name, tool_calls)
+        side = cjk.side_row(text_of(content), tool_name, tool_calls)
         if side is not None:
             out[row_id] = side
     return out

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hermes_store.content import MULTIMODAL_PREFIX, text_of_content
+from hermes_store.content import MULTIMODAL_PREFIX, text_of
 from hermes_store.repo.bigrams import BIGRAM_END, cjk_bigram_text, contains_cjk
 from hermes_store.search.language import (
     AND,
@@ -748,8 +748,8 @@ IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}
         (MULTIMODAL_PREFIX + "{not json", ""),
     ],
 )
-def test_text_of_content(content: str | None, text: str) -> None:
-    assert text_of_content(content) == text
+def test_the_text_search_indexes_is_the_text_parts_joined(content: str | None, text: str) -> None:
+    assert text_of(content) == text
 
 
 def test_snippet_example_from_the_contract() -> None:

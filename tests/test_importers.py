@@ -16,20 +16,21 @@ from typing import Any
 
 import pytest
 
-from hermes_store.transfer.parse import (
+from hermes_store.transfer.builder import (
     SYNTHETIC_USER_TEXT,
-    WRAPPER_TAGS,
     ImportedSession,
+    native_session_id,
+    parse_timestamp,
+)
+from hermes_store.transfer.lines import sha256_prefix
+from hermes_store.transfer.parse import (
     detect_format,
     discover,
-    native_session_id,
     parse_claude,
     parse_codex,
     parse_file,
-    parse_timestamp,
-    sha256_prefix,
-    strip_injected,
 )
+from hermes_store.transfer.wrappers import WRAPPER_TAGS, strip_injected
 
 CLAUDE_ID = "f6019a3e-2b1c-4d5e-8f70-112233445566"
 CODEX_ID = "019dabc6-8fef-7681-a054-b5bb75fcb97d"

@@ -27,12 +27,13 @@ from hermes_store.cli.app import (
     tip_of,
     when,
 )
+from hermes_store.content import text_of
 from hermes_store.db.engine import reading
 from hermes_store.errors import SessionNotFoundError
 from hermes_store.repo import lineage, listing
 from hermes_store.repo.filters import SessionFilter
 from hermes_store.search import statements as search
-from hermes_store.transfer.reader import StoreReader, content_text
+from hermes_store.transfer.reader import StoreReader
 
 TOOL_RESULT_CHARS = 2000
 SEARCH_PAGES = 20  # bound on pages read while post-filtering search hits
@@ -114,7 +115,7 @@ def list_cmd(obj: Ctx, flt: SessionFilter, limit: int, show_all: bool, archived:
 def _message_text(msg: dict[str, Any], full: bool) -> list[str]:
     """Lines for one message: content, tool calls as name + pretty JSON, results cut."""
     lines: list[str] = []
-    text = content_text(msg.get("content"))
+    text = text_of(msg.get("content"), display=True)
     if msg.get("role") == "tool" and not full and len(text) > TOOL_RESULT_CHARS:
         text = text[:TOOL_RESULT_CHARS] + f"\n… ({len(text) - TOOL_RESULT_CHARS:,} more "\
             "characters; --full shows them)"
@@ -196,7 +197,8 @@ def show(obj: Ctx, session: str, tail: int | None, full: bool, include_compacted
                 cost_usd=row.get("actual_cost_usd") or row.get("estimated_cost_usd"),
                 children=children, lineage_session_ids=chain)
     out_msgs = [{"id": m.get("id"), "session_id": m.get("session_id"), "role": m.get("role"),
-                 "timestamp": iso(m.get("timestamp")), "content": content_text(m.get("content")),
+                 "timestamp": iso(m.get("timestamp")),
+                 "content": text_of(m.get("content"), display=True),
                  "tool_calls": m.get("tool_calls"), "tool_call_id": m.get("tool_call_id"),
                  "tool_name": m.get("tool_name"), "compacted": bool(m.get("compacted"))}
                 for m in msgs]

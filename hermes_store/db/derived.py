@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
+from hermes_store.content import MARKER_BYTES, marker_sql
+
 # The trigram tokenizer ships with FTS5 from SQLite 3.34; revision 0015 leaves the trigram
 # objects out on an older runtime, and substring search falls back to LIKE there.
 TRIGRAM_AVAILABLE = sqlite3.sqlite_version_info >= (3, 34, 0)
@@ -27,7 +29,7 @@ _OUTSIDE_WINDOW = "NOT EXISTS (SELECT 1 FROM fts_backfill_window WHERE {id} > lo
 
 # --------------------------------------------------------------------------- views (0014, 0015)
 
-_JSON = "CAST(substr(CAST(m.content AS BLOB), 7) AS TEXT)"
+_JSON = f"CAST(substr(CAST(m.content AS BLOB), {len(MARKER_BYTES) + 1}) AS TEXT)"
 _PARTS = f"""COALESCE((
             SELECT group_concat(CASE
                 WHEN j.type = 'text' THEN j.value
@@ -42,7 +44,7 @@ _PARTS = f"""COALESCE((
 SEARCH_TEXT_VIEW = f"""CREATE VIEW messages_search_text AS
 SELECT m.id, m.session_id, m.role, m.tool_name, m.tool_calls,
     CASE
-        WHEN substr(CAST(m.content AS BLOB), 1, 6) <> X'006A736F6E3A' THEN m.content
+        WHEN {marker_sql('m.content', '<>')} THEN m.content
         WHEN json_valid({_JSON}) THEN {_PARTS}
         ELSE ''
     END AS text

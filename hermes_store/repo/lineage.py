@@ -18,6 +18,7 @@ import time
 
 from sqlalchemy import ColumnElement, FromClause, Select, and_, case, exists, func, literal, select
 
+from hermes_store.content import SANE_FUTURE_S, SANE_MIN_TS
 from hermes_store.db.models import ChatSession, Message
 
 sessions = ChatSession.__table__
@@ -25,10 +26,6 @@ messages = Message.__table__
 
 DEFAULT_MAX_DEPTH = 100
 COMPRESSION = "compression"
-
-# Times outside this window are garbage (one 5e+246 made a session look recent forever).
-SANE_MIN_TS = 946684800.0  # 2000-01-01T00:00:00Z
-SANE_FUTURE_S = 86400.0
 
 
 # --------------------------------------------------------------------------- plain tree

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import LargeBinary, Select, case, cast, func, literal_column, or_, select
 
-from hermes_store.content import MULTIMODAL_PREFIX, text_of_content
+from hermes_store.content import MULTIMODAL_PREFIX, text_of
 from hermes_store.db.models import ChatSession, Message
 from hermes_store.repo import lineage
 from hermes_store.repo.sessions import Executor, full_row
@@ -49,7 +49,7 @@ def make_preview(raw: str | None) -> str:
     """Line breaks to spaces, trimmed, cut to 60 characters plus ``...``; none → ``""``."""
     if not raw:
         return ""
-    text = text_of_content(raw).replace("\r", " ").replace("\n", " ").strip()
+    text = text_of(raw).replace("\r", " ").replace("\n", " ").strip()
     return text[:PREVIEW_CHARS] + "..." if len(text) > PREVIEW_CHARS else text
 
 

@@ -2,27 +2,35 @@
 
 Functions take a caller-owned ``Connection`` or ORM ``Session`` and never commit.
 ``prepare_message`` does all validation and serialisation before a transaction starts, so a
-retried write unit only runs SQL.
+retried write unit only runs SQL. Every message enters the store through :func:`append` (one, the
+agent's hot path) or :func:`append_many` (a batch, for imports): both count with the same rule
+and statement and keep the CJK index in the same transaction. Cells are encoded and decoded by
+:mod:`hermes_store.content`.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, insert, select, update
+from sqlalchemy import Table, bindparam, column, delete, func, insert, select, table, update
 
-from hermes_store.content import MULTIMODAL_PREFIX
+from hermes_store.content import (
+    check_text,
+    decode_content,
+    decode_json,
+    decode_tool_calls,
+    encode_content,
+    encode_json,
+    encode_tool_calls,
+    tool_calls_added,
+)
 from hermes_store.db.models import ChatSession, Message
 from hermes_store.repo import bigrams, lineage
-from hermes_store.repo.sessions import Executor, check_text, connection_of, dump_json
-
-log = logging.getLogger(__name__)
+from hermes_store.repo.sessions import Executor, connection_of
 
 sessions = ChatSession.__table__
 messages = Message.__table__
@@ -32,6 +40,8 @@ MESSAGE_KEYS = ("id", "session_id", "role", "content", "tool_call_id", "tool_cal
                 "reasoning_details", "codex_reasoning_items", "codex_message_items")
 _JSON_EXTRAS = ("reasoning_details", "codex_reasoning_items", "codex_message_items")
 _MAX_PARAMS = 900
+_BATCH = 500
+_SEQUENCE = table("sqlite_sequence", column("name"), column("seq"))
 
 _MEMORY_BLOCK_RE = re.compile(r"<\s*memory-context\b[^>]*>.*?<\s*/\s*memory-context\s*>",
                               re.IGNORECASE | re.DOTALL)
@@ -39,78 +49,6 @@ _MEMORY_NOTE_RE = re.compile(
     r"\[System note:\s*The following is recalled memory context,\s*NOT new user input\.[^\]]*\]",
     re.IGNORECASE)
 _MEMORY_TAG_RE = re.compile(r"<\s*/?\s*memory-context\b[^>]*>", re.IGNORECASE)
-
-
-# --------------------------------------------------------------------------- encoding
-
-
-def encode_content(content: object) -> str | None:
-    """Text as is; multimodal parts (list/dict) as the sentinel plus JSON.
-
-    A str that itself starts with the sentinel is stored as sentinel + JSON string, so it reads
-    back unchanged instead of being mistaken for multimodal parts.
-    """
-    if content is None:
-        return None
-    if isinstance(content, str):
-        check_text("content", content)
-        return MULTIMODAL_PREFIX + dump_json(content) if content.startswith(MULTIMODAL_PREFIX) \
-            else content
-    if isinstance(content, (list, dict)):
-        # The search view extracts text parts with SQL json functions: no escaped surrogates.
-        return MULTIMODAL_PREFIX + dump_json(content, what="content")
-    raise TypeError(f"content must be str, list, dict or None, not {type(content).__name__}")
-
-
-def decode_content(stored: str | None) -> Any:
-    if stored is None or not stored.startswith(MULTIMODAL_PREFIX):
-        return stored
-    try:
-        return json.loads(stored[len(MULTIMODAL_PREFIX):])
-    except ValueError:
-        log.warning("undecodable multimodal content; returning the stored text")
-        return stored
-
-
-def encode_tool_calls(tool_calls: object) -> tuple[str | None, int]:
-    """``(stored JSON or None, number of calls)``; a JSON str is parsed first."""
-    if tool_calls is None or tool_calls == "" or tool_calls == []:
-        return None, 0
-    value = tool_calls
-    if isinstance(tool_calls, str):
-        try:
-            value = json.loads(tool_calls)
-        except ValueError:
-            value = tool_calls  # stored as a JSON string literal: kept, never dropped
-    if value is None or value == []:
-        return None, 0
-    count = len(value) if isinstance(value, list) else 1
-    return dump_json(value), count
-
-
-def _decode_json(stored: str | None, *, broken: Any) -> Any:
-    """Stored JSON text decoded; ``broken`` stands in for text that is not JSON."""
-    if stored is None:
-        return None
-    try:
-        return json.loads(stored)
-    except ValueError:
-        return broken
-
-
-def decode_tool_calls(stored: str | None) -> Any:
-    value = _decode_json(stored, broken=_BROKEN)
-    if value is _BROKEN:
-        log.warning("undecodable tool_calls JSON; returning []")
-        return []
-    return value
-
-
-def _json_or_none(value: Any) -> str | None:
-    return dump_json(value) if value else None
-
-
-_BROKEN = object()
 
 
 # --------------------------------------------------------------------------- append
@@ -154,19 +92,29 @@ def prepare_message(session_id: str, role: object, *, content: object = None,
         "timestamp": float(timestamp), "token_count": token_count,
         "finish_reason": finish_reason, "reasoning": reasoning,
         "reasoning_content": reasoning_content,
-        "reasoning_details": _json_or_none(reasoning_details),
-        "codex_reasoning_items": _json_or_none(codex_reasoning_items),
-        "codex_message_items": _json_or_none(codex_message_items),
+        "reasoning_details": encode_json(reasoning_details),
+        "codex_reasoning_items": encode_json(codex_reasoning_items),
+        "codex_message_items": encode_json(codex_message_items),
     }
-    # Tool results carry the id of the call they answer, never new calls of their own.
+    # Tool results carry the id of the call they answer, never new calls of their own
+    # (content.tool_calls_added, without parsing the calls a second time).
     return PreparedMessage(row, 0 if role == "tool" else n_calls)
+
+
+def stored_message(row: Mapping[str, Any]) -> PreparedMessage:
+    """A row whose cells are already in stored form (a backup's, an import's), ready to append.
+
+    It may carry ``id``, ``timestamp``, ``active``, ``compacted`` or any column the live table
+    has; it is counted by the rule every append uses.
+    """
+    return PreparedMessage(dict(row), tool_calls_added(row.get("role"), row.get("tool_calls")))
 
 
 # Built once: appends are the hot path, and a constant statement's cache key is memoized, so
 # SQLAlchemy does not rebuild and re-key the statement on every message.
 _INSERT_MESSAGE = insert(messages).returning(messages.c.id)
 _BUMP_COUNTERS = update(sessions).where(sessions.c.id == bindparam("sid")).values(
-    message_count=func.coalesce(sessions.c.message_count, 0) + 1,
+    message_count=func.coalesce(sessions.c.message_count, 0) + bindparam("rows"),
     tool_call_count=func.coalesce(sessions.c.tool_call_count, 0) + bindparam("delta"),
 )
 
@@ -175,10 +123,63 @@ def append(conn: Executor, message: PreparedMessage) -> int:
     """Insert the row, bump the session's counters and keep the CJK index, all in ``conn``'s
     transaction. An unknown session fails with ``IntegrityError`` (foreign key)."""
     new_id = conn.execute(_INSERT_MESSAGE, message.row).scalar_one()
-    conn.execute(_BUMP_COUNTERS, {"sid": message.row["session_id"],
+    conn.execute(_BUMP_COUNTERS, {"sid": message.row["session_id"], "rows": 1,
                                   "delta": message.tool_call_delta})
     bigrams.sync_messages(connection_of(conn), [new_id])
     return int(new_id)
+
+
+def append_many(conn: Executor, batch: Sequence[PreparedMessage], *, into: Table = messages,
+                keep_ids: bool = False) -> list[int]:
+    """:func:`append` for a batch, in order: rows, counters and CJK index in ``conn``'s
+    transaction; returns the ids.
+
+    With ``keep_ids`` every row keeps its own ``id`` when all are free (a restore stays exact);
+    otherwise the batch takes consecutive ids above any ever used. ``into`` is the live
+    (reflected) table when rows carry columns the models do not know.
+    """
+    if not batch:
+        return []
+    rows = [dict(m.row) for m in batch]
+    given = [r.get("id") for r in rows]
+    db = connection_of(conn)
+    if not (keep_ids and all(isinstance(i, int) and not isinstance(i, bool) for i in given)
+            and len(set(given)) == len(given) and _free_ids(db, into, given)):
+        start = _next_id(db, into)
+        for n, r in enumerate(rows):
+            r["id"] = start + n
+    # executemany needs one key set per statement: group rows by their keys, ids fix the order.
+    groups: dict[frozenset[str], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(frozenset(r), []).append(r)
+    for group in groups.values():
+        for i in range(0, len(group), _BATCH):
+            db.execute(insert(into), group[i:i + _BATCH])
+    bumps: dict[str, list[int]] = {}
+    for r, m in zip(rows, batch):
+        bump = bumps.setdefault(r["session_id"], [0, 0])
+        bump[0] += 1
+        bump[1] += m.tool_call_delta
+    db.execute(_BUMP_COUNTERS, [{"sid": sid, "rows": n, "delta": delta}
+                                for sid, (n, delta) in bumps.items()])
+    ids = [int(r["id"]) for r in rows]
+    for i in range(0, len(ids), _BATCH):
+        bigrams.sync_messages(db, ids[i:i + _BATCH])
+    return ids
+
+
+def _next_id(conn: Executor, into: Table) -> int:
+    # AUTOINCREMENT never reuses an id, even a deleted one: stay above sqlite_sequence too.
+    top = conn.execute(select(func.max(into.c.id))).scalar() or 0
+    seq = conn.execute(select(_SEQUENCE.c.seq).where(_SEQUENCE.c.name == into.name)).scalar()
+    return max(int(top), int(seq or 0)) + 1
+
+
+def _free_ids(conn: Executor, into: Table, ids: Sequence[Any]) -> bool:
+    for i in range(0, len(ids), _BATCH):
+        if conn.execute(select(func.count()).where(into.c.id.in_(ids[i:i + _BATCH]))).scalar():
+            return False
+    return True
 
 
 # --------------------------------------------------------------------------- read
@@ -249,7 +250,7 @@ def _as_turn(row: dict[str, Any]) -> dict[str, Any]:
             turn["reasoning_content"] = row["reasoning_content"]
         for key in _JSON_EXTRAS:
             if row[key] is not None:
-                turn[key] = _decode_json(row[key], broken=None)
+                turn[key] = decode_json(row[key], broken=None)
     return turn
 
 

@@ -7,7 +7,6 @@ commits. Argument checking that must happen before a transaction starts lives in
 
 from __future__ import annotations
 
-import json
 import math
 import secrets
 import time
@@ -18,6 +17,7 @@ from sqlalchemy import Connection, case, exc, func, literal_column, select, upda
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from hermes_store.content import check_text, dump_json
 from hermes_store.db.models import ChatSession, StateMeta
 from hermes_store.repo import titles
 
@@ -66,39 +66,6 @@ def check_session_id(session_id: object) -> str:
         raise ValueError("a session id must not be empty")
     check_text("session id", session_id)
     return session_id
-
-
-def check_text(what: str, value: str | None) -> None:
-    """SQLite stores UTF-8; a lone surrogate cannot be encoded, so it is refused up front."""
-    if value is None:
-        return
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise ValueError(f"{what} contains a lone surrogate at position {err.start}; "
-                         "it cannot be stored as text") from None
-
-
-def dump_json(value: Any, *, what: str | None = None) -> str:
-    """JSON text with non-ASCII kept as is.
-
-    A lone surrogate cannot be stored as UTF-8: by default the value is then written with
-    ``\\uXXXX`` escapes (lossless, reads back identical). With ``what`` set it is refused
-    instead, for JSON that SQL decodes (SQLite's json functions turn such an escape into
-    invalid UTF-8 that no reader can decode).
-    """
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError) as err:
-        raise TypeError(f"value is not JSON-serialisable: {err}") from None
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        if what is not None:
-            raise ValueError(f"{what} contains a lone surrogate; it cannot be stored as text") \
-                from None
-        text = json.dumps(value, ensure_ascii=True)
-    return text
 
 
 def prepare_create_fields(session_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from hermes_store.content import text_of_content
+from hermes_store.content import text_of
 
 
 def _find_first(text: str, terms: Sequence[str]) -> re.Match[str] | None:
@@ -30,7 +30,7 @@ def snippet_from_text(
     texts: Sequence[str | None], terms: Sequence[str], width: int = 120, before: int = 40
 ) -> str:
     """Bigram/LIKE snippet: the first literal hit in content, then tool_name, then tool_calls."""
-    plain = [text_of_content(t) for t in texts]
+    plain = [text_of(t) for t in texts]
     for text in plain:
         match = _find_first(text, terms)
         if match is not None:

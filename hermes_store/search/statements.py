@@ -28,7 +28,7 @@ from typing import Any
 from sqlalchemy import Connection, exc
 from sqlalchemy.orm import Session
 
-from hermes_store.content import MULTIMODAL_PREFIX, text_of_content
+from hermes_store.content import MULTIMODAL_PREFIX, marker_sql, text_of
 from hermes_store.search import language
 from hermes_store.search.language import And, Node, Not, Term
 from hermes_store.search.snippets import snippet_from_text
@@ -180,7 +180,7 @@ _SNIPPET_CASES = {
 }
 # Context text: multimodal content is fetched whole (its text parts may sit anywhere), plain
 # text is cut in SQL.
-_CONTEXT_TEXT = ("CASE WHEN substr(CAST({t}.content AS BLOB), 1, 6) = X'006A736F6E3A' "
+_CONTEXT_TEXT = (f"CASE WHEN {marker_sql('{t}.content')} "
                  f"THEN {{t}}.content ELSE substr({{t}}.content, 1, {CONTEXT_CHARS}) END")
 
 _MATCH_ERRORS = ("fts5", "syntax error", "unterminated string", "no such column",
@@ -394,7 +394,7 @@ def _context_text(content: str | None) -> str:
     if content is None:
         return ""
     if content.startswith(MULTIMODAL_PREFIX):
-        text = text_of_content(content)
+        text = text_of(content)
         return text[:CONTEXT_CHARS] if text else MULTIMODAL_PLACEHOLDER
     return content[:CONTEXT_CHARS]
 

@@ -18,8 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from hermes_store.content import calls_of, iso_utc, sane_time, text_of
 from hermes_store.errors import OutputExistsError, UsageError
-from hermes_store.transfer.export import (
+from hermes_store.transfer.output import (
     EXPORTER,
     ExportOptions,
     ExportResult,
@@ -29,11 +30,10 @@ from hermes_store.transfer.export import (
     dumps,
     is_dir_target,
     open_output,
-    parse_tool_calls,
     slug,
     tick,
 )
-from hermes_store.transfer.reader import StoreReader, content_text, iso_utc, sane_time
+from hermes_store.transfer.reader import StoreReader
 
 __all__ = ["verify_markdown", "write_html", "write_markdown"]
 
@@ -208,16 +208,16 @@ def _write_markdown_message(w: _HashingWriter, msg: dict[str, Any]) -> None:
         w.write(f"### Tool — {_display(msg.get('tool_name')) or 'tool'} — {when}{label}\n\n")
         if msg.get("tool_call_id"):
             w.write(f"Result of `{_display(msg.get('tool_call_id'))}`\n\n")
-        w.write(_fence(content_text(msg.get("content")), "text") + "\n")
+        w.write(_fence(text_of(msg.get("content"), display=True), "text") + "\n")
         return
     w.write(f"### {role.capitalize()} — {when}{label}\n\n")
     reasoning = msg.get("reasoning") or msg.get("reasoning_content")
     if isinstance(reasoning, str) and reasoning.strip():
         w.write("Reasoning:\n\n" + _fence(reasoning, "text") + "\n")
-    text = content_text(msg.get("content"))
+    text = text_of(msg.get("content"), display=True)
     if text:
         w.write(text.rstrip("\n") + "\n\n")
-    for call in parse_tool_calls(msg.get("tool_calls")):
+    for call in calls_of(msg.get("tool_calls")):
         w.write(f"Tool call `{call['name']}` (`{call['id']}`):\n\n")
         w.write(_fence(_pretty_args(call["arguments"]), "json") + "\n")
 
@@ -293,7 +293,7 @@ def _write_html_session(reader: StoreReader, sid: str, meta: dict[str, Any], out
         if role == "tool" and msg.get("tool_name"):
             out.write(f" · {_e(msg.get('tool_name'))}")
         out.write(f" · {_e(_when(msg.get('timestamp')))}</div>")
-        text = content_text(msg.get("content"))
+        text = text_of(msg.get("content"), display=True)
         if role == "tool":
             out.write(f"<details><summary>Output ({len(text)} characters)</summary>"
                       f"<pre>{_e(text)}</pre></details>")
@@ -302,7 +302,7 @@ def _write_html_session(reader: StoreReader, sid: str, meta: dict[str, Any], out
         reasoning = msg.get("reasoning") or msg.get("reasoning_content")
         if isinstance(reasoning, str) and reasoning.strip():
             out.write(f"<details><summary>Reasoning</summary><pre>{_e(reasoning)}</pre></details>")
-        for call in parse_tool_calls(msg.get("tool_calls")):
+        for call in calls_of(msg.get("tool_calls")):
             out.write(f"<details><summary>Tool call: {_e(call['name'])}</summary>"
                       f"<pre>{_e(_pretty_args(call['arguments']))}</pre></details>")
         out.write("</div>\n")

@@ -7,200 +7,51 @@ overwrites without ``force``, and treats ``-`` as stdout. With redaction on, eve
 reaches an output (bodies, tool arguments, reasoning, metadata, front matter, ``<title>``,
 manifest, file names) has been through one :class:`~hermes_store.transfer.redact.Redactor`.
 
-The Markdown and HTML writers live in :mod:`hermes_store.transfer.documents`; the reading side in
-:mod:`hermes_store.transfer.reader`.
+The Markdown and HTML writers live in :mod:`hermes_store.transfer.documents`, what both share
+(options, result, redaction, output files) in :mod:`hermes_store.transfer.output`; the reading
+side in :mod:`hermes_store.transfer.reader`.
 """
 
 from __future__ import annotations
 
-import base64
-import contextlib
 import json
-import math
 import os
-import re
-import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from sqlalchemy import Connection, Engine
 
+from hermes_store.content import calls_of, iso_utc, sane_time, text_of
 from hermes_store.errors import OutputExistsError, SessionNotFoundError, UsageError
-from hermes_store.paths import default_db_path
-from hermes_store.transfer.parse import SYNTHETIC_USER_TEXT, strip_injected
-from hermes_store.transfer.reader import StoreReader, content_text, iso_utc, sane_time
-from hermes_store.transfer.redact import Redactor
-from hermes_store.version import __version__
+from hermes_store.transfer import documents
+from hermes_store.transfer.builder import SYNTHETIC_USER_TEXT
+from hermes_store.transfer.cells import jsonable
+from hermes_store.transfer.output import (
+    EXPORTER,
+    FORMATS,
+    ExportOptions,
+    ExportResult,
+    Progress,
+    Scrub,
+    dumps,
+    is_dir_target,
+    open_output,
+    tick,
+)
+from hermes_store.transfer.reader import StoreReader
+from hermes_store.transfer.wrappers import strip_injected
 
 __all__ = [
-    "EXPORT_FORMAT", "FORMATS", "ExportOptions", "ExportResult", "TRACE_NAMESPACE",
-    "export_sessions", "jsonable", "open_output", "plan_export",
+    "EXPORT_FORMAT", "FORMATS", "TRACE_NAMESPACE", "ExportOptions", "ExportResult",
+    "export_sessions", "plan_export",
 ]
 
-FORMATS = ("jsonl", "md", "qmd", "html", "trace")
 EXPORT_FORMAT = "hermes-store/jsonl"
 EXPORT_VERSION = 1
-EXPORTER = f"hermes-store {__version__}"
 #: Trace uuids are UUIDv5(TRACE_NAMESPACE, "<session id>:<message id>"): stable across re-exports.
 TRACE_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://hermes-store/trace")
-# Session columns that identify rather than describe; redaction leaves them alone.
-_SESSION_KEYS = frozenset({"id", "parent_session_id"})
-_DUMPS = {"ensure_ascii": False, "separators": (",", ":")}
-
-
-@dataclass
-class ExportOptions:
-    """The flags of ``export`` that shape the output (selection is the caller's)."""
-
-    format: str = "jsonl"
-    #: ``"user-prompts"`` or None.
-    only: str | None = None
-    #: None = the format's default (on for ``trace`` only).
-    redact: bool | None = None
-    known_secrets: Sequence[str] = ()
-    #: ``single`` or ``logical`` (md/qmd: one file per compression lineage).
-    lineage: str = "single"
-    force: bool = False
-    reasoning: bool = True
-    #: jsonl: False omits the ``attachments`` key (``--no-attachments``).
-    attachments: bool = True
-    #: Fixed export time (tests, reproducible bundles); default now.
-    exported_at: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.format not in FORMATS:
-            raise UsageError(f"unknown export format {self.format!r} (use {', '.join(FORMATS)})")
-        if self.only not in (None, "user-prompts"):
-            raise UsageError(f"--only {self.only!r}: only 'user-prompts' is supported")
-        if self.only and self.format not in ("jsonl", "md"):
-            raise UsageError("--only user-prompts writes jsonl or md")
-        if self.lineage not in ("single", "logical"):
-            raise UsageError(f"--lineage {self.lineage!r}: use single or logical")
-        if self.exported_at is None:
-            self.exported_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-    @property
-    def redacting(self) -> bool:
-        return self.format == "trace" if self.redact is None else self.redact
-
-
-@dataclass
-class ExportResult:
-    """What was written: files (or ``-``), counts, and notes for stderr."""
-
-    format: str
-    sessions: int = 0
-    messages: int = 0
-    files: list[str] = field(default_factory=list)
-    redacted: bool = False
-    #: Per-category redaction counts (never the values).
-    redaction_counts: dict[str, int] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    manifest: str | None = None
-
-
-Progress = Callable[[str, int], None]
-
-
-# --------------------------------------------------------------------------- values
-
-def jsonable(value: Any) -> Any:
-    """A stored cell as JSON: BLOBs (and undecodable text) as ``{"$b64"}``, NaN/inf as ``{"$float"}``."""
-    if isinstance(value, bytes | bytearray | memoryview):
-        return {"$b64": base64.b64encode(bytes(value)).decode("ascii")}
-    if isinstance(value, float) and not math.isfinite(value):
-        return {"$float": repr(value)}
-    return value
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, **_DUMPS)  # type: ignore[arg-type]
-
-
-class Scrub:
-    """Applies the export's redaction policy to rows (a pass-through when redaction is off)."""
-
-    def __init__(self, options: ExportOptions) -> None:
-        self.on = options.redacting
-        self.redactor = Redactor(options.known_secrets) if self.on else None
-
-    @staticmethod
-    def _scannable(row: dict[str, Any]) -> dict[str, Any]:
-        # A raw (undecodable) cell would travel as base64 and hide a secret from the scan:
-        # when redacting, it is read as text (bad bytes replaced) like everything else.
-        return {k: v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v
-                for k, v in row.items()}
-
-    def session(self, row: dict[str, Any]) -> dict[str, Any]:
-        if self.redactor is None:
-            return row
-        out = self.redactor.redact_session_metadata(self._scannable(row))
-        for key, value in out.items():
-            if key not in _SESSION_KEYS and isinstance(value, str):
-                out[key] = self.redactor.redact_value(value, key)
-        return out
-
-    def message(self, row: dict[str, Any]) -> dict[str, Any]:
-        return row if self.redactor is None else self.redactor.redact_message(self._scannable(row))
-
-    def text(self, value: str) -> str:
-        return value if self.redactor is None else self.redactor.redact_text(value)
-
-    @property
-    def counts(self) -> dict[str, int]:
-        return dict(self.redactor.counts) if self.redactor else {}
-
-
-# --------------------------------------------------------------------------- output files
-
-@contextlib.contextmanager
-def open_output(path: Path | None, *, force: bool = False) -> Iterator[TextIO]:
-    """Write to *path* through a temporary sibling renamed into place on success; None = stdout.
-
-    An existing *path* is refused unless *force*. On any error the temporary file is removed and
-    *path* is left as it was.
-    """
-    if path is None:
-        yield sys.stdout
-        sys.stdout.flush()
-        return
-    if path.exists() and not force:
-        raise OutputExistsError(str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    f = open(tmp, "w", encoding="utf-8", newline="\n")
-    try:
-        yield f
-        f.flush()
-        os.fsync(f.fileno())
-        f.close()
-        os.replace(tmp, path)
-    except BaseException:
-        f.close()
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-
-
-def default_export_dir() -> Path:
-    """``$HERMES_HOME/session-exports`` (beside the default store)."""
-    return default_db_path().parent / "session-exports"
-
-
-def is_dir_target(output: str | os.PathLike[str]) -> bool:
-    text = os.fspath(output)
-    return text.endswith(("/", os.sep)) or Path(text).is_dir()
-
-
-def slug(title: str | None, limit: int = 60) -> str:
-    """File-name slug of a (redacted) title: lowercase words joined by ``-``."""
-    if not title:
-        return ""
-    return re.sub(r"[^\w]+", "-", title.lower()).strip("-_")[:limit].strip("-_")
 
 
 # --------------------------------------------------------------------------- entry point
@@ -248,8 +99,6 @@ def export_sessions(source: Connection | Engine, output: str | os.PathLike[str] 
     elif options.format == "trace":
         _export_traces(reader, ids, output, stdout, options, scrub, result, progress)
     else:
-        from hermes_store.transfer import documents
-
         if stdout:
             raise UsageError(f"{options.format} export needs a file or directory, not '-'")
         if options.format == "html":
@@ -276,11 +125,6 @@ def plan_export(source: Connection | Engine,
             plan.append({"id": sid, "title": row.get("title"), "source": row.get("source"),
                          "started_at": iso_utc(row.get("started_at")), "messages": count})
     return plan
-
-
-def tick(progress: Progress | None, sid: str, n: int) -> None:
-    if progress is not None:
-        progress(sid, n)
 
 
 def _single_target(output: str | os.PathLike[str] | None, stdout: bool, ids: Sequence[str],
@@ -342,7 +186,7 @@ def _write_jsonl_session(reader: StoreReader, sid: str, out: TextIO, options: Ex
 def _is_real_prompt(msg: dict[str, Any]) -> str | None:
     if msg.get("role") != "user":
         return None
-    text = content_text(msg.get("content"))
+    text = text_of(msg.get("content"), display=True)
     if not text.strip() or text == SYNTHETIC_USER_TEXT:
         return None
     rest, _ = strip_injected(text)
@@ -427,25 +271,6 @@ def _export_traces(reader: StoreReader, ids: Sequence[str], output: Any, stdout:
         result.notes.append(f"{borrowed} message(s) had no usable time and reuse the previous one")
 
 
-def parse_tool_calls(raw: Any) -> list[dict[str, Any]]:
-    if raw in (None, "", b""):
-        return []
-    try:
-        calls = json.loads(raw) if isinstance(raw, str) else raw
-    except ValueError:
-        return [{"id": None, "name": "unknown", "arguments": raw}]
-    if isinstance(calls, dict):
-        calls = [calls]
-    out = []
-    for c in calls if isinstance(calls, list) else []:
-        if not isinstance(c, dict):
-            continue
-        fn = c.get("function") if isinstance(c.get("function"), dict) else c
-        out.append({"id": c.get("id") or c.get("call_id"), "name": fn.get("name") or "unknown",
-                    "arguments": fn.get("arguments", fn.get("input"))})
-    return out
-
-
 def _tool_input(arguments: Any) -> Any:
     if isinstance(arguments, (dict, list)):
         return arguments
@@ -460,7 +285,7 @@ def _tool_input(arguments: Any) -> Any:
 
 def _trace_message(msg: dict[str, Any], model: Any, reasoning: bool) -> dict[str, Any] | None:
     role = msg.get("role")
-    text = content_text(msg.get("content"), image_text="[image omitted]")
+    text = text_of(msg.get("content"), display=True, image_text="[image omitted]")
     if role == "user":
         return {"role": "user", "content": text}
     if role == "tool":
@@ -475,7 +300,7 @@ def _trace_message(msg: dict[str, Any], model: Any, reasoning: bool) -> dict[str
         blocks.append({"type": "thinking", "thinking": thinking})
     if text:
         blocks.append({"type": "text", "text": text})
-    for call in parse_tool_calls(msg.get("tool_calls")):
+    for call in calls_of(msg.get("tool_calls")):
         blocks.append({"type": "tool_use", "id": call["id"], "name": call["name"],
                        "input": _tool_input(call["arguments"])})
     body: dict[str, Any] = {"role": "assistant"}

@@ -14,35 +14,22 @@ Parsing is :mod:`hermes_store.transfer.parse`' job; this module decides and writ
   SHA-256: unchanged → "already imported" and nothing written; grown by appending → only the new
   messages are added; otherwise changed → skipped with a note unless ``replace``.
 
-Counters (``message_count``, ``tool_call_count``) change in the same transaction as the rows, and
-:func:`hermes_store.repo.bigrams.sync_messages` runs for every inserted message inside it.
+Messages are written through :func:`hermes_store.repo.messages.append_many`, the append path
+every message takes: counters and the CJK index change in the same transaction as the rows.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import (
-    Connection,
-    Engine,
-    MetaData,
-    Table,
-    column,
-    delete,
-    func,
-    insert,
-    select,
-    table,
-    update,
-)
+from sqlalchemy import Connection, Engine, MetaData, Table, func, insert, select, update
 
-from hermes_store.content import MULTIMODAL_PREFIX
+from hermes_store.content import encode_content, encode_tool_calls
 from hermes_store.db.engine import APPEND_BUDGET_S, reading, run_write
 from hermes_store.db.models import ChatSession
 from hermes_store.errors import (
@@ -53,17 +40,12 @@ from hermes_store.errors import (
     StoreReplacedError,
     UsageError,
 )
-from hermes_store.repo import bigrams
+from hermes_store.repo import messages as message_repo
 from hermes_store.repo.titles import MAX_TITLE_LENGTH, sanitize_title
-from hermes_store.transfer.parse import (
-    ImportedSession,
-    ReadStats,
-    detect_format,
-    iter_json_lines,
-    parse_claude,
-    parse_codex,
-    sha256_prefix,
-)
+from hermes_store.transfer.builder import ImportedSession
+from hermes_store.transfer.cells import stored_cell
+from hermes_store.transfer.lines import ReadStats, iter_json_lines, sha256_prefix
+from hermes_store.transfer.parse import detect_format, parse_claude, parse_codex
 
 __all__ = ["FileImportSummary", "ImportResult", "LIVE_STATE_COLUMNS", "import_paths"]
 
@@ -74,8 +56,7 @@ LIVE_STATE_COLUMNS = frozenset({
     "compression_failure_cooldown_until",
 })
 _RECORD_KEYS = frozenset({"messages", "attachments", "timings", "_export"})
-_BATCH = 500
-_SEQUENCE = table("sqlite_sequence", column("name"), column("seq"))
+_COUNTERS = ("message_count", "tool_call_count")
 SESSIONS = ChatSession.__table__
 #: Failures of the store itself, not of one file or line: every later write would fail the same
 #: way, so they stop the import instead of being recorded against each remaining input.
@@ -192,42 +173,10 @@ def _reflect(conn: Connection) -> tuple[Table, Table]:
     return md.tables["sessions"], md.tables["messages"]
 
 
-def _next_message_id(conn: Connection, messages: Table) -> int:
-    # AUTOINCREMENT never reuses an id, even a deleted one: stay above sqlite_sequence too.
-    top = conn.scalar(select(func.max(messages.c.id))) or 0
-    seq = conn.scalar(select(_SEQUENCE.c.seq).where(_SEQUENCE.c.name == "messages")) or 0
-    return max(int(top), int(seq)) + 1
-
-
-def _free_ids(conn: Connection, messages: Table, ids: Sequence[int]) -> bool:
-    for i in range(0, len(ids), _BATCH):
-        if conn.scalar(select(func.count()).where(messages.c.id.in_(ids[i:i + _BATCH]))):
-            return False
-    return True
-
-
-def _insert_messages(conn: Connection, messages: Table, rows: list[dict[str, Any]],
-                     keep_ids: bool) -> list[int]:
-    """Insert rows with explicit ids (kept when all are free, else fresh and in order)."""
-    if not rows:
-        return []
-    given = [r.get("id") for r in rows]
-    if not (keep_ids and all(isinstance(i, int) and not isinstance(i, bool) for i in given)
-            and len(set(given)) == len(given) and _free_ids(conn, messages, given)):  # type: ignore[arg-type]
-        start = _next_message_id(conn, messages)
-        for n, r in enumerate(rows):
-            r["id"] = start + n
-    # executemany needs one key set per statement: group rows by their keys, ids fix the order.
-    groups: dict[frozenset[str], list[dict[str, Any]]] = {}
-    for r in rows:
-        groups.setdefault(frozenset(r), []).append(r)
-    for group in groups.values():
-        for i in range(0, len(group), _BATCH):
-            conn.execute(insert(messages), group[i:i + _BATCH])
-    ids = [int(r["id"]) for r in rows]
-    for i in range(0, len(ids), _BATCH):
-        bigrams.sync_messages(conn, ids[i:i + _BATCH])
-    return ids
+def _append(conn: Connection, messages: Table, rows: list[dict[str, Any]],
+            keep_ids: bool) -> None:
+    message_repo.append_many(conn, [message_repo.stored_message(r) for r in rows],
+                             into=messages, keep_ids=keep_ids)
 
 
 def _unique_title(conn: Connection, sessions: Table, title: Any, sid: str) -> Any:
@@ -250,19 +199,6 @@ def _unique_title(conn: Connection, sessions: Table, title: Any, sid: str) -> An
 
 
 # --------------------------------------------------------------------------- jsonl
-
-def _decode_cell(value: Any, *, content: bool = False) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {"$b64"} and isinstance(value["$b64"], str):
-            return base64.b64decode(value["$b64"])
-        if set(value) == {"$float"}:
-            return float(value["$float"])
-    if isinstance(value, (dict, list)):
-        # `hermes sessions export` writes decoded JSON; store it the way the agent does.
-        text = json.dumps(value, ensure_ascii=False)
-        return MULTIMODAL_PREFIX + text if content else text
-    return value
-
 
 def _import_jsonl(engine: Engine, path: Path, summary: FileImportSummary, *, replace: bool,
                   dry_run: bool) -> None:
@@ -339,12 +275,16 @@ def _write_record(conn: Connection, sessions: Table, messages: Table, record: di
         if key not in sessions.c:
             dropped_cols.add(f"sessions.{key}")
             continue
-        row[key] = _decode_cell(value)
+        row[key] = stored_cell(value, column=key)
+    # A backup restores what the store held (the agent's own stores carry counters that do not
+    # match a recount, and adoption keeps them too); only a counter the record lacks is counted.
+    held = {k: row[k] for k in _COUNTERS if _is_count(row.get(k))}
+    row.update(dict.fromkeys(_COUNTERS, 0))
     # Parents are linked once the whole file is in: a continuation may precede its parent.
     row["parent_session_id"] = None
     row["title"] = _unique_title(conn, sessions, row.get("title"), sid)
     if exists:
-        conn.execute(delete(messages).where(messages.c.session_id == sid))
+        message_repo.clear(conn, sid)
         conn.execute(update(sessions).where(sessions.c.id == sid).values(
             **{k: v for k, v in row.items() if k != "id"}))
     else:
@@ -358,41 +298,17 @@ def _write_record(conn: Connection, sessions: Table, messages: Table, record: di
             if key not in messages.c:
                 dropped_cols.add(f"messages.{key}")
             elif key not in LIVE_STATE_COLUMNS:
-                out[key] = _decode_cell(value, content=key == "content")
+                out[key] = stored_cell(value, column=key)
         out["session_id"] = sid
         rows.append(out)
-    _insert_messages(conn, messages, rows, keep_ids=True)
-    # A backup restores what the store held (the agent's own stores carry counters that do not
-    # match a recount, and adoption keeps them too); only a record without counters is counted.
-    counted = {}
-    if not _is_count(record.get("message_count")):
-        counted["message_count"] = len(rows)
-    if not _is_count(record.get("tool_call_count")):
-        counted["tool_call_count"] = sum(_calls_in(r) for r in rows)
-    if counted:
-        conn.execute(update(sessions).where(sessions.c.id == sid).values(**counted))
+    _append(conn, messages, rows, keep_ids=True)
+    if held:
+        conn.execute(update(sessions).where(sessions.c.id == sid).values(**held))
     return "replaced" if exists else "imported"
 
 
 def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _calls_in(row: dict[str, Any]) -> int:
-    """Tool calls a row adds to ``tool_call_count``, counted as the append path counts them."""
-    if row.get("role") == "tool":
-        return 0
-    value = row.get("tool_calls")
-    if value is None or value == "":
-        return 0
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return 1  # a non-JSON string is kept as one call, as messages.encode_tool_calls does
-    if value is None or value == []:
-        return 0
-    return len(value) if isinstance(value, list) else 1
 
 
 def _link_parents(conn: Connection, sessions: Table, links: list[tuple[str, str]]) -> int:
@@ -462,8 +378,8 @@ def _message_rows(parsed: ImportedSession, sid: str, start: int = 0) -> list[dic
     for m in parsed.messages[start:]:
         row = {k: m.get(k) for k in keys}
         row["session_id"] = sid
-        calls = m.get("tool_calls")
-        row["tool_calls"] = json.dumps(calls, ensure_ascii=False) if calls else None
+        row["content"] = encode_content(m.get("content"))
+        row["tool_calls"], _ = encode_tool_calls(m.get("tool_calls"))
         out.append(row)
     return out
 
@@ -550,32 +466,30 @@ def _write_foreign(conn: Connection, parsed: ImportedSession, sid: str, plan: st
             raise ValueError(f"session {sid} already exists and was not imported from this log")
         values["title"] = _unique_title(conn, SESSIONS, parsed.title, sid)
         rows = _message_rows(parsed, sid)
-        conn.execute(insert(SESSIONS).values(id=sid, message_count=len(rows),
-                                             tool_call_count=parsed.tool_call_count, **values))
-        _insert_messages(conn, messages, rows, keep_ids=False)
+        conn.execute(insert(SESSIONS).values(id=sid, message_count=0, tool_call_count=0,
+                                             **values))
+        _append(conn, messages, rows, keep_ids=False)
         return len(rows)
     current = _provenance_of(conn.scalar(select(s.origin_json).where(s.id == sid)))
     if current is None or current.get("file_sha256") != expected_sha:
         raise ValueError("the session changed while this file was being read; run the import again")
     if plan == "replace":
-        conn.execute(delete(messages).where(messages.c.session_id == sid))
+        message_repo.clear(conn, sid)
         rows = _message_rows(parsed, sid)
         values["title"] = _unique_title(conn, SESSIONS, parsed.title, sid)
-        conn.execute(update(SESSIONS).where(s.id == sid).values(
-            message_count=len(rows), tool_call_count=parsed.tool_call_count, **values))
-        _insert_messages(conn, messages, rows, keep_ids=False)
+        conn.execute(update(SESSIONS).where(s.id == sid).values(**values))
+        _append(conn, messages, rows, keep_ids=False)
         return len(rows)
     prev_n = int(current.get("messages_imported") or 0)
     _refresh_flags(conn, messages, sid, parsed, prev_n)
     rows = _message_rows(parsed, sid, prev_n)
+    conn.execute(update(SESSIONS).where(s.id == sid).values(
+        **{k: v for k, v in values.items() if k not in ("started_at", "system_prompt")}))
+    _append(conn, messages, rows, keep_ids=False)
     # After the append the rows are exactly the parsed ones, so the parsed total is the count
     # (it also covers a call merged into the previously last row).
-    conn.execute(update(SESSIONS).where(s.id == sid).values(
-        message_count=func.coalesce(s.message_count, 0) + len(rows),
-        tool_call_count=parsed.tool_call_count,
-        **{k: v for k, v in values.items() if k not in ("started_at", "system_prompt")},
-    ))
-    _insert_messages(conn, messages, rows, keep_ids=False)
+    conn.execute(update(SESSIONS).where(s.id == sid)
+                 .values(tool_call_count=parsed.tool_call_count))
     return len(rows)
 
 

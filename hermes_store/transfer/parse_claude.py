@@ -1,4 +1,4 @@
-"""Claude Code logs → :class:`~hermes_store.transfer.parse.ImportedSession` (docs/formats.md).
+"""Claude Code logs → :class:`~hermes_store.transfer.builder.ImportedSession` (docs/formats.md).
 
 File: ``~/.claude/projects/<encoded-cwd>/<session-uuid>.jsonl``. One API message may span several
 ``assistant`` lines sharing ``message.id`` (one content block each, each repeating ``usage``), so
@@ -15,13 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermes_store.transfer.parse import (
-    MAX_LINE_BYTES,
-    SOURCE_CLAUDE,
-    ImportedSession,
-    SessionBuilder,
-    iter_json_lines,
-)
+from hermes_store.transfer.builder import SOURCE_CLAUDE, ImportedSession, SessionBuilder
+from hermes_store.transfer.lines import MAX_LINE_BYTES, iter_json_lines
 
 __all__ = ["parse_claude_file"]
 

@@ -1,4 +1,4 @@
-"""Codex rollouts → :class:`~hermes_store.transfer.parse.ImportedSession` (docs/formats.md#codex).
+"""Codex rollouts → :class:`~hermes_store.transfer.builder.ImportedSession` (docs/formats.md#codex).
 
 File: ``~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<uuid>.jsonl``; every line is
 ``{"timestamp", "type", "payload"}``. Messages come from ``response_item`` only: ``event_msg``
@@ -16,14 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermes_store.transfer.parse import (
-    MAX_LINE_BYTES,
-    SOURCE_CODEX,
-    ImportedSession,
-    ReadStats,
-    SessionBuilder,
-    iter_json_lines,
-)
+from hermes_store.transfer.builder import SOURCE_CODEX, ImportedSession, SessionBuilder
+from hermes_store.transfer.lines import MAX_LINE_BYTES, ReadStats, iter_json_lines
 
 __all__ = ["parse_codex_file"]
 

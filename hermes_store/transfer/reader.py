@@ -11,11 +11,8 @@ returned as its raw ``bytes`` instead of failing the row.
 from __future__ import annotations
 
 import contextlib
-import math
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import (
@@ -29,66 +26,12 @@ from sqlalchemy import (
     select,
 )
 
-from hermes_store.content import MULTIMODAL_PREFIX
 from hermes_store.db.engine import UndecodableText, reading
-from hermes_store.repo.lineage import SANE_FUTURE_S, SANE_MIN_TS
 from hermes_store.repo.retention import lineage_of
 
-__all__ = [
-    "MESSAGE_PAGE", "StoreReader", "content_text", "iso_utc", "sane_time",
-]
+__all__ = ["MESSAGE_PAGE", "StoreReader"]
 
 MESSAGE_PAGE = 50
-
-
-def sane_time(value: Any) -> float | None:
-    """The value as an epoch if it is a plausible time (lineage's sane window), else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    v = float(value)
-    if not math.isfinite(v) or v < SANE_MIN_TS or v > time.time() + SANE_FUTURE_S:
-        return None
-    return v
-
-
-def iso_utc(value: Any, *, millis: bool = False) -> str | None:
-    """ISO 8601 UTC with ``Z`` for a sane epoch; None otherwise (callers show the raw value)."""
-    v = sane_time(value)
-    if v is None:
-        return None
-    dt = datetime.fromtimestamp(v, timezone.utc)
-    if millis:
-        return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
-    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def content_text(content: Any, image_text: str = "[image]") -> str:
-    """Plain text of a stored ``content``; multimodal parts reduced to text, images to a marker."""
-    import json
-
-    if content is None:
-        return ""
-    if isinstance(content, bytes):
-        return content.decode("utf-8", errors="replace")
-    if not isinstance(content, str):
-        return str(content)
-    if not content.startswith(MULTIMODAL_PREFIX):
-        return content
-    try:
-        parts = json.loads(content[len(MULTIMODAL_PREFIX):])
-    except ValueError:
-        return content[len(MULTIMODAL_PREFIX):]
-    out: list[str] = []
-    for part in parts if isinstance(parts, list) else [parts]:
-        if isinstance(part, str):
-            out.append(part)
-        elif isinstance(part, dict):
-            kind = str(part.get("type", ""))
-            if "image" in kind:
-                out.append(image_text)
-            elif isinstance(part.get("text"), str):
-                out.append(part["text"])
-    return "\n".join(out)
 
 
 @dataclass
