@@ -88,10 +88,13 @@ class AmbiguousSessionError(HermesStoreError, LookupError):
     exit_code = 4
     code = "ambiguous_id"
 
-    def __init__(self, ref: str, candidates: list[str]):
+    def __init__(self, ref: str, candidates: list[str],
+                 candidate_rows: list[dict[str, object]] | None = None):
         super().__init__(f"{ref!r} matches {len(candidates)} sessions; give more characters")
         self.ref = ref
         self.candidates = candidates
+        # id, title and raw last_active of each candidate, for a caller to show.
+        self.candidate_rows = candidate_rows or []
 
 
 class UsageError(HermesStoreError, ValueError):
@@ -125,3 +128,23 @@ class SearchIndexMissingError(StoreDamagedError, sqlite3.OperationalError):
     Derived damage that ``repair`` fixes; still an ``sqlite3.OperationalError``, which is what
     the same failure raised before it had a name.
     """
+
+
+class TitleInUseError(HermesStoreError, ValueError):
+    """A rename to a title another session holds (titles are unique)."""
+
+    exit_code = 1
+    code = "title_in_use"
+
+    def __init__(self, title: str, holder: str):
+        super().__init__(f"title {title!r} is already used by session {holder}")
+        self.title = title
+        self.holder = holder
+
+
+class PlanChangedError(HermesStoreError):
+    """The store changed between a destructive command's preview and its write; nothing was
+    written, so a confirmation never covers what the user did not see."""
+
+    exit_code = 1
+    code = "changed_since_preview"

@@ -1,7 +1,7 @@
 """The operator's whole path on real legacy stores, and every command on every legacy fixture.
 
 upgrade → stats → search → export jsonl → import into a new file → same sessions and
-messages → prune --dry-run changes nothing → optimize → repair --check-only.
+messages → prune --dry-run changes nothing → compact → repair --check-only.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def test_upgrade_search_export_import_prune_optimize_repair(legacy_db, tmp_path:
     assert code == 0 and doc["dry_run"] is True and doc["matched"] > 0 and doc["changed"] == 0
     assert (sha256(path), table_rows(path, "sessions"), table_rows(path, "messages")) == before
 
-    code, doc = run_json("--db", str(path), "optimize")
+    code, doc = run_json("--db", str(path), "compact")
     assert code == 0
     result = run("--db", str(path), "repair", "--check-only")
     assert result.exit_code == 0, result.output
@@ -140,7 +140,7 @@ def test_every_changing_command_works_on_every_upgraded_fixture(upgraded, versio
         ["close", "--older-than", "1s", "--yes"],
         ["delete", second, "--yes", "--keep-children"],
         ["prune", "--older-than", "1s", "--yes"],
-        ["optimize-storage", "--yes"], ["optimize"], ["repair", "--check-only"],
+        ["optimize-storage", "--yes"], ["compact"], ["repair", "--check-only"],
     ]
     for args in steps:
         code, doc = run_json(*db, *args)

@@ -229,7 +229,7 @@ def loaded(legacy_db) -> Path:
     """The v11 fixture at head (EN/中文/日本語), every index complete, CJK rows derived."""
     path = legacy_db(11)
     migrate.upgrade(path)
-    storage.optimize(path)
+    storage.optimize_fts(path)
     eng.dispose_all()
     return path
 

@@ -83,7 +83,7 @@ def test_a_fully_checkpointed_wal_is_not_reported_as_pending(head_db: Path) -> N
     keeper.close()
 
 
-def test_a_large_freelist_advises_optimize(head_db: Path) -> None:
+def test_a_large_freelist_advises_compact(head_db: Path) -> None:
     add_session(head_db, "big", 400, text="x" * 2000)
     con = sqlite3.connect(head_db)
     with con:
@@ -92,7 +92,7 @@ def test_a_large_freelist_advises_optimize(head_db: Path) -> None:
     con.close()
     _, doc = run_json("--db", str(head_db), "stats")
     assert doc["freelist_ratio"] >= 0.2
-    assert any(a["command"] == "hermes-store optimize" for a in doc["advice"])
+    assert any(a["command"] == "hermes-store compact" for a in doc["advice"])
 
 
 def test_a_pending_backfill_is_reported_from_state_meta_markers(head_db: Path) -> None:

@@ -254,11 +254,29 @@ def test_optimize_storage_on_a_store_at_head_is_a_quick_no_op(head_db: Path) -> 
     assert_fully_indexed(head_db)
 
 
-def test_optimize_merges_segments_and_keeps_indexes_consistent(inline_store) -> None:
+def test_optimize_fts_merges_segments_and_keeps_indexes_consistent(inline_store) -> None:
     path, _ = inline_store
     storage.optimize_storage(path, vacuum=False)
-    assert storage.optimize(path) == list(storage.INDEXES)
+    assert storage.optimize_fts(path) == list(storage.INDEXES)
     assert_fully_indexed(path)
+
+
+def test_vacuum_alone_returns_free_pages_and_keeps_the_rows(head_db: Path) -> None:
+    con = sqlite3.connect(head_db)
+    with con:
+        con.execute("INSERT INTO sessions (id, source, started_at) VALUES ('s', 'cli', 1.7e9)")
+        con.executemany("INSERT INTO messages (session_id, role, content, timestamp) "
+                        "VALUES ('s', 'user', ?, 1.7e9)", [("x" * 4000,) for _ in range(200)])
+        con.execute("DELETE FROM messages WHERE id % 2 = 0")
+    assert con.execute("PRAGMA freelist_count").fetchone()[0] > 0
+    con.close()
+    storage.vacuum(head_db)
+    con = sqlite3.connect(head_db)
+    try:
+        assert con.execute("PRAGMA freelist_count").fetchone()[0] == 0
+        assert con.execute("SELECT count(*) FROM messages").fetchone()[0] == 100
+    finally:
+        con.close()
 
 
 def test_an_unreadable_backfill_window_fails_instead_of_reading_as_closed(inline_store) -> None:

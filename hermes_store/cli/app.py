@@ -24,35 +24,21 @@ from typing import Any, NoReturn
 import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
-from sqlalchemy import (
-    ColumnElement,
-    Connection,
-    Engine,
-    MetaData,
-    Table,
-    func,
-    literal_column,
-    select,
-)
 
 from hermes_store.db import migrate
 from hermes_store.db.engine import open_engine
 from hermes_store.errors import (
-    AmbiguousSessionError,
     HermesStoreError,
     SchemaMismatchError,
-    SessionNotFoundError,
     StoreNotFoundError,
     UsageError,
 )
 from hermes_store.paths import resolve_db_path
-from hermes_store.repo import lineage, sessions
+from hermes_store.repo import lineage
 from hermes_store.repo.filters import SessionFilter
 from hermes_store.version import __version__
 
 SANE_MIN, SANE_FUTURE = lineage.SANE_MIN_TS, lineage.SANE_FUTURE_S
-MIN_PREFIX = 4
-MAX_CANDIDATES = 10
 # The session item of docs/cli.md#json-output, in order.
 ITEM_KEYS = ("id", "title", "source", "created_source", "started_at", "ended_at", "last_active",
              "end_reason", "message_count", "tool_call_count", "model", "cwd", "git_branch",
@@ -142,7 +128,9 @@ def out_console() -> Console:
 def _fail(ctx: click.Context, err: HermesStoreError) -> NoReturn:
     obj: Ctx | None = ctx.find_object(Ctx)
     command = ctx.invoked_subcommand or ctx.info_name
-    rows = getattr(err, "candidate_rows", None)
+    rows = [{"id": r["id"], "title": r.get("title"), "last_active": iso(r.get("last_active")),
+             "last_active_raw": r.get("last_active")}
+            for r in getattr(err, "candidate_rows", None) or []]
     if obj is not None and obj.as_json:
         error: dict[str, Any] = {"code": err.code, "message": str(err)}
         for attr in ("candidates", "holders", "state"):
@@ -241,8 +229,8 @@ def source_label(row: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- store access
 
 
-def open_read(obj: Ctx) -> Engine | None:
-    """The store opened read-only at head, or None (with a note) when there is none yet."""
+def open_read(obj: Ctx) -> Any:
+    """The store's engine opened read-only at head, or None (with a note) when there is none."""
     st = migrate.status(obj.db)
     if st.state in ("missing", "empty"):
         obj.note(f"note: no store at {obj.db} yet (`hermes-store upgrade` creates one)")
@@ -258,8 +246,8 @@ def require_head(obj: Ctx, st: migrate.SchemaStatus | None = None) -> None:
                                   state=st.state, current=st.current, head=st.head)
 
 
-def open_write(obj: Ctx) -> Engine:
-    """The store opened for short writes; it must exist and be at head."""
+def open_write(obj: Ctx) -> Any:
+    """The store's engine opened for short writes; it must exist and be at head."""
     need_store(obj.db)
     require_head(obj)
     return open_engine(obj.db)
@@ -268,38 +256,6 @@ def open_write(obj: Ctx) -> Engine:
 def need_store(path: Path) -> None:
     if not path.exists():
         raise StoreNotFoundError(f"no store at {path}")
-
-
-def resolve_session(conn: Connection, ref: str) -> str:
-    """A full id or a unique prefix of at least 4 characters (exact match wins); exit 3 for
-    none, 4 for several (listing up to 10 candidates)."""
-    ref = ref.strip()
-    if sessions.exists(conn, ref):
-        return ref
-    if len(ref) < MIN_PREFIX:
-        raise SessionNotFoundError(ref)
-    found = sessions.ids_with_prefix(conn, ref, limit=MAX_CANDIDATES + 1)
-    if not found:
-        raise SessionNotFoundError(ref)
-    if len(found) == 1:
-        return found[0]
-    err = AmbiguousSessionError(ref, found[:MAX_CANDIDATES])
-    last = lineage.last_activity(lineage.sessions).label("last_active")
-    rows = conn.execute(select(lineage.sessions.c.id, lineage.sessions.c.title, last)
-                        .where(lineage.sessions.c.id.in_(found[:MAX_CANDIDATES]))
-                        .order_by(lineage.sessions.c.id)).mappings()
-    err.candidate_rows = [{"id": r["id"], "title": r["title"],  # type: ignore[attr-defined]
-                           "last_active": iso(r["last_active"]),
-                           "last_active_raw": r["last_active"]} for r in rows]
-    raise err
-
-
-def resolve_all(conn: Connection, refs: tuple[str, ...] | list[str]) -> list[str]:
-    return list(dict.fromkeys(resolve_session(conn, ref) for ref in refs))
-
-
-def tip_of(conn: Connection, session_id: str) -> str:
-    return conn.execute(lineage.compression_tip(session_id)).scalar() or session_id
 
 
 # --------------------------------------------------------------------------- filters
@@ -350,32 +306,6 @@ def filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                                help=text)(wrapper)
     return click.option("--source", "sources", multiple=True, metavar="SOURCE",
                         help="Source (exact); repeat for several.")(wrapper)
-
-
-def filter_clause(conn: Connection, flt: SessionFilter, *,
-                  by_lineage: bool = False) -> ColumnElement[bool] | None:
-    """``sessions.id IN (…)`` for the filter, evaluated on the live table (adopted stores may
-    carry ``chat_id``/``chat_type``) with the shared last-activity expression; None if empty.
-
-    ``by_lineage``: a lineage root's activity is the newest over all its segments (``list``
-    shows roots projected onto their tips)."""
-    if flt.is_empty:
-        return None
-    live = Table("sessions", MetaData(), autoload_with=conn).alias("flt")
-    activity = lineage.last_activity(live, flt.now)
-    if by_lineage:
-        chain = lineage.lineage_activity(now=flt.now).subquery("chain")
-        activity = func.coalesce(select(chain.c.last_active)
-                                 .where(chain.c.root_id == live.c.id).scalar_subquery(),
-                                 activity)
-    clause = flt.where(activity, table=live)  # type: ignore[arg-type]
-    matching = select(live.c.id).where(clause)
-    if by_lineage:
-        # The listing query has its own lineage CTE of the same name: resolve the ids first
-        # and pass them as one JSON parameter.
-        ids = json.dumps(list(conn.execute(matching).scalars()))
-        matching = select(literal_column("value")).select_from(func.json_each(ids))
-    return lineage.sessions.c.id.in_(matching)
 
 
 # --------------------------------------------------------------------------- group

@@ -11,33 +11,27 @@ from typing import Any
 import click
 from rich.markup import escape
 from rich.table import Table
-from sqlalchemy import Connection, and_, select
 
 from hermes_store.cli.app import (
     Ctx,
-    filter_clause,
     filter_options,
     iso,
     main,
     open_read,
     out_console,
-    resolve_session,
     session_item,
     source_label,
-    tip_of,
     when,
 )
 from hermes_store.content import text_of
 from hermes_store.db.engine import reading
 from hermes_store.errors import SessionNotFoundError
-from hermes_store.repo import lineage, listing
+from hermes_store.repo import listing
 from hermes_store.repo.filters import SessionFilter
-from hermes_store.search import statements as search
+from hermes_store.search import results
 from hermes_store.transfer.reader import StoreReader
 
 TOOL_RESULT_CHARS = 2000
-SEARCH_PAGES = 20  # bound on pages read while post-filtering search hits
-_s = lineage.sessions
 
 
 # --------------------------------------------------------------------------- list
@@ -68,23 +62,13 @@ def list_cmd(obj: Ctx, flt: SessionFilter, limit: int, show_all: bool, archived:
       hermes-store --json list --all --limit 200
     """
     engine = open_read(obj)
-    rows: list[dict[str, Any]] = []
+    page = listing.ListingPage([], False)
     if engine is not None:
         with reading(engine) as conn:
-            clauses = [c for c in (filter_clause(conn, flt, by_lineage=True),) if c is not None]
-            if archived:
-                clauses.append(_s.c.archived != 0)
-            elif not show_all:
-                clauses.append(_s.c.archived == 0)
-            if pinned:
-                clauses.append(_s.c.pinned != 0)
-            if only_open:
-                clauses.append(_s.c.ended_at.is_(None))
-            rows = listing.list_sessions_rich(
-                conn, limit=limit + 1, include_children=show_all, order_by_last_active=True,
-                pinned_first=True, where=and_(*clauses) if clauses else None, now=flt.now)
-    more = len(rows) > limit
-    rows = rows[:limit]
+            page = listing.list_matching(conn, flt, limit=limit, include_archived=show_all,
+                                         include_children=show_all, only_archived=archived,
+                                         only_pinned=pinned, only_open=only_open)
+    rows, more = page.rows, page.more
     items = [session_item(r, r["id"]) for r in rows]
     for item, row in zip(items, rows):
         item["preview"] = row.get("preview") or ""
@@ -150,11 +134,6 @@ def _select_messages(reader: StoreReader, ids: Iterable[str], include_compacted:
     return list(kept)
 
 
-def _children(conn: Connection, session_id: str) -> list[str]:
-    return list(conn.execute(select(_s.c.id).where(_s.c.parent_session_id == session_id)
-                             .order_by(_s.c.started_at, _s.c.id)).scalars())
-
-
 @main.command()
 @click.argument("session")
 @click.option("--tail", type=click.IntRange(min=1), default=None, help="Only the last N messages.")
@@ -179,16 +158,15 @@ def show(obj: Ctx, session: str, tail: int | None, full: bool, include_compacted
     if engine is None:
         raise SessionNotFoundError(session)
     with reading(engine) as conn:
-        sid = resolve_session(conn, session)
-        tip_id = tip_of(conn, sid)
+        sid = listing.resolve_ref(conn, session)
+        tip_id = listing.lineage_tip(conn, sid)
         if tip:
             sid = tip_id
         reader = StoreReader.reflect(conn)
         row = reader.session(sid) or {}
-        last = conn.execute(select(lineage.last_activity(_s)).where(_s.c.id == sid)).scalar()
-        row["last_active"] = last
+        last = row["last_active"] = listing.last_active_of(conn, sid)
         chain = reader.lineage_ids(sid)
-        children = _children(conn, sid)
+        children = listing.children_of(conn, sid)
         ids = chain if whole_lineage else [sid]
         msgs = _select_messages(reader, ids, include_compacted, tail)
     item = session_item(row, tip_id)
@@ -271,30 +249,18 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
     """
     text = " ".join(query)
     flt = SessionFilter(newer_than=newer_than)
-    role_filter = list(roles) or None
-    # Tool rows are indexed up to an 8 KiB prefix; role 'tool' makes the library search their
-    # full bodies with LIKE, bounded by the same page size and the same filters.
-    tool_pass = include_tools and (not roles or "tool" in roles)
     engine = open_read(obj)
-    hits: list[dict[str, Any]] = []
-    meta: dict[str, dict[str, Any]] = {}
+    found = results.SessionHits()
     if engine is not None:
         with reading(engine) as conn:
             scope = None
             if session_ref is not None:
-                sid = resolve_session(conn, session_ref)
-                scope = set(StoreReader.reflect(conn).lineage_ids(sid))
-            hits, meta = _search(conn, text, list(sources) or None, role_filter, limit,
-                                 scope, flt, no_archived)
-            if tool_pass and len(hits) < limit:
-                seen = {h["id"] for h in hits}
-                more, extra = _search(conn, text, list(sources) or None, ["tool"], limit,
-                                      scope, flt, no_archived)
-                hits += [h for h in more if h["id"] not in seen][:limit - len(hits)]
-                meta.update(extra)
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for hit in hits:
-        groups.setdefault(hit["session_id"], []).append(hit)
+                scope = results.lineage_scope(conn, listing.resolve_ref(conn, session_ref))
+            found = results.search_sessions_hits(
+                conn, text, sources=list(sources) or None, roles=list(roles) or None,
+                limit=limit, scope=scope, active_after=flt.window().active_after,
+                no_archived=no_archived, include_tools=include_tools)
+    hits, meta, groups = found.hits, found.sessions, found.grouped()
     payload = [{"session": session_item(meta[sid], meta[sid].get("lineage_tip_id")),
                 "hits": [{"message_id": h["id"], "role": h["role"],
                           "timestamp": iso(h.get("timestamp")), "snippet": h.get("snippet"),
@@ -318,42 +284,3 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
                           markup=False)
 
     obj.emit("search", {"query": text, "count": len(hits), "results": payload}, render)
-
-
-def _search(conn: Connection, text: str, sources: list[str] | None, roles: list[str] | None,
-            limit: int, scope: set[str] | None, flt: SessionFilter,
-            no_archived: bool) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
-    """Pages of ``search_messages`` kept when their session passes the session-level filters
-    (lineage scope, activity, archived), at most ``SEARCH_PAGES`` pages deep."""
-    since = flt.window().active_after
-    meta: dict[str, dict[str, Any]] = {}
-    kept: list[dict[str, Any]] = []
-    page = limit if scope is None and since is None and not no_archived else max(limit, 100)
-    for n in range(SEARCH_PAGES):
-        batch = search.search_messages(conn, text, source_filter=sources, role_filter=roles,
-                                       limit=page, offset=n * page)
-        for hit in batch:
-            sid = hit["session_id"]
-            if sid not in meta:
-                meta[sid] = _session_meta(conn, sid)
-            row = meta[sid]
-            if scope is not None and sid not in scope:
-                continue
-            if no_archived and row.get("archived"):
-                continue
-            if since is not None and (row.get("last_active") or 0) < since:
-                continue
-            kept.append(hit)
-            if len(kept) >= limit:
-                return kept, meta
-        if len(batch) < page:
-            break
-    return kept, meta
-
-
-def _session_meta(conn: Connection, sid: str) -> dict[str, Any]:
-    row = conn.execute(select(_s, lineage.last_activity(_s).label("last_active"))
-                       .where(_s.c.id == sid)).mappings().first()
-    item = dict(row) if row is not None else {"id": sid}
-    item["lineage_tip_id"] = tip_of(conn, sid)
-    return item

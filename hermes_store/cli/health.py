@@ -1,7 +1,8 @@
-"""Health and upkeep: ``stats``, ``doctor``, ``optimize``, ``optimize-storage`` (docs/cli.md)."""
+"""Health and upkeep: ``stats``, ``doctor``, ``compact``, ``optimize-storage`` (docs/cli.md)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import sqlite3
 import sys
@@ -23,7 +24,7 @@ from hermes_store.cli.app import (
 )
 from hermes_store.db.engine import open_engine, reading
 from hermes_store.ops import stats
-from hermes_store.ops import storage as maintenance
+from hermes_store.ops import storage
 from hermes_store.ops.backup import require_free_space
 from hermes_store.ops.holders import ensure_not_held, find_holders
 
@@ -156,30 +157,38 @@ def doctor(obj: Ctx, full: bool) -> None:
 
 @main.command()
 @click.option("--force", is_flag=True, help="Proceed even if other processes hold the store.")
-@click.pass_obj
-def optimize(obj: Ctx, force: bool) -> None:
-    """Merge FTS segments, PRAGMA optimize, VACUUM, then a TRUNCATE checkpoint.
+@click.pass_context
+def compact(ctx: click.Context, force: bool) -> None:
+    """Whole-store upkeep: merge FTS segments, PRAGMA optimize, VACUUM, TRUNCATE checkpoint.
 
     Refuses (exit 5) while another process holds the store, unless --force, and checks for
     free disk of about the store's size first. Prints main and WAL sizes before and after.
+    (`optimize` is the old name of this command and still works.)
 
     \b
     Example:
-      hermes-store optimize
-      hermes-store --json optimize --force
+      hermes-store compact
+      hermes-store --json compact --force
     """
+    obj: Ctx = ctx.obj
+    command = ctx.info_name or "compact"
     need_store(obj.db)
     require_head(obj)
-    holders = ensure_not_held(obj.db, force=force, what="optimize")
+    holders = ensure_not_held(obj.db, force=force, what=command)
     for pid, cmd in holders:
         obj.note(f"warning: --force: pid {pid} ({cmd}) holds the store")
-    maintenance.preflight(obj.db)
-    result = maintenance.compact(open_engine(obj.db), progress=lambda s: obj.note(f"{s} …"))
+    storage.preflight(obj.db)
+    result = storage.compact(open_engine(obj.db), progress=lambda s: obj.note(f"{s} …"))
     b, a = result.before, result.after
-    obj.emit("optimize", {"path": str(obj.db), **result.to_dict()},
+    obj.emit(command, {"path": str(obj.db), **result.to_dict()},
              f"{obj.db}: main {size(b.main)} -> {size(a.main)}, "
              f"WAL {size(b.wal)} -> {size(a.wal)}")
 
+
+# The command's name before one name per operation: kept, out of the help, for scripts.
+_optimize_alias = copy.copy(compact)
+_optimize_alias.hidden = True
+main.add_command(_optimize_alias, "optimize")
 
 
 ASK_ABOVE_BYTES = 500 * 1024 * 1024
@@ -224,7 +233,7 @@ def optimize_storage(obj: Ctx, no_vacuum: bool, force: bool, yes: bool) -> None:
                 phases.append(phase)
             update(_PHASE_LABEL.get(phase, phase), done, total)
 
-        report = maintenance.optimize_storage(open_engine(obj.db), progress=progress,
+        report = storage.optimize_storage(open_engine(obj.db), progress=progress,
                                               vacuum=not no_vacuum)
     delta = report.bytes_before - report.bytes_after
     change = (f"reclaimed {size(delta)}" if delta >= 0 else f"grew by {size(-delta)}")

@@ -10,33 +10,25 @@ confirmation never covers more than what was shown.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 import click
-from sqlalchemy import ColumnElement, Connection, select
 
 from hermes_store.cli.app import (
     Ctx,
-    filter_clause,
     filter_options,
     iso,
     main,
     open_read,
-    resolve_all,
     when,
 )
 from hermes_store.db.engine import open_engine, reading, run_write
 from hermes_store.errors import UsageError
-from hermes_store.repo import lineage, retention
+from hermes_store.repo import listing, retention
 from hermes_store.repo.filters import SessionFilter
 
 DEFAULT_RETENTION = "90d"
 PREVIEW_ROWS = 15
-_s = lineage.sessions
-# fn(conn, where, ids, dry_run) -> RetentionResult
-Verb = Callable[[Connection, "ColumnElement[bool] | None", "list[str] | None", bool],
-                retention.RetentionResult]
 
 _SPARED_NOTES = {
     "pinned": "Note: {n} pinned sessions also match and will NOT be {verb} (use --include-pinned).",
@@ -55,30 +47,6 @@ _ARCHIVE_NOTES = {
 }
 
 _CLOSE_NOTES = {"pinned": "Note: {n} pinned sessions also match and will NOT be closed."}
-
-
-def _candidate_rows(conn: Connection, result: retention.RetentionResult) -> list[dict[str, Any]]:
-    """One row per candidate lineage, from its tip: id, last active, source, model, msgs, title."""
-    tips = [c.tip_id for c in result.candidates]
-    found: dict[str, Any] = {}
-    for start in range(0, len(tips), 900):
-        for r in conn.execute(select(_s.c.id, _s.c.source, _s.c.model, _s.c.title)
-                              .where(_s.c.id.in_(tips[start:start + 900]))).mappings():
-            found[r["id"]] = r
-    counts: dict[str, int] = {}
-    ids = [sid for c in result.candidates for sid in c.ids]
-    for start in range(0, len(ids), 900):
-        for r in conn.execute(select(_s.c.id, _s.c.message_count)
-                              .where(_s.c.id.in_(ids[start:start + 900]))):
-            counts[r.id] = r.message_count or 0
-    rows = []
-    for c in result.candidates:
-        tip = found.get(c.tip_id) or {}
-        rows.append({"id": c.tip_id, "segments": c.ids, "last_active": c.last_active,
-                     "source": tip.get("source"), "model": tip.get("model"),
-                     "messages": sum(counts.get(sid, 0) for sid in c.ids),
-                     "title": tip.get("title")})
-    return rows
 
 
 def _preview(obj: Ctx, result: retention.RetentionResult, rows: list[dict[str, Any]],
@@ -105,9 +73,9 @@ def _preview(obj: Ctx, result: retention.RetentionResult, rows: list[dict[str, A
              f"newest activity {when(rows[-1]['last_active'])}")
 
 
-def run_verb(obj: Ctx, command: str, verb: Verb, *, where_of: Callable[[Connection], Any],
-             description: str, dry_run: bool, yes: bool, past: str, open_why: str = "",
-             notes: dict[str, str] | None = None) -> None:
+def run_verb(obj: Ctx, command: str, flt: SessionFilter, *, description: str, dry_run: bool,
+             yes: bool, past: str, ids: list[str] | None = None, open_why: str = "",
+             notes: dict[str, str] | None = None, **options: Any) -> None:
     """Preview (dry run on a read transaction), confirm, then apply to the previewed ids."""
     engine = open_read(obj)
     if engine is None:
@@ -115,8 +83,8 @@ def run_verb(obj: Ctx, command: str, verb: Verb, *, where_of: Callable[[Connecti
                  f"no store: nothing {past}")
         return
     with reading(engine) as conn:
-        plan = verb(conn, where_of(conn), None, True)
-        rows = _candidate_rows(conn, plan)
+        plan = retention.apply_filter(conn, command, flt, ids=ids, dry_run=True, **options)
+        rows = retention.candidate_rows(conn, plan)
     _preview(obj, plan, rows, description, verb=past, open_why=open_why, everything=dry_run,
              notes=notes or {})
     payload = {**plan.as_dict(), "filter": description, "candidates": [
@@ -126,23 +94,14 @@ def run_verb(obj: Ctx, command: str, verb: Verb, *, where_of: Callable[[Connecti
                  else f"nothing to do: no session is {past}")
         return
     obj.confirm(f"{command} {plan.matched} sessions ({len(rows)} lineages)?", yes=yes)
-    writer = open_engine(obj.db)
-    result = run_write(writer, lambda c: verb(c, where_of(c), plan.ids, False), what=command)
+    result = run_write(open_engine(obj.db),
+                       lambda conn: retention.apply_filter(conn, command, flt, ids=plan.ids,
+                                                           **options),
+                       what=command)
     # Restricted to the previewed ids, the real run sees none of the spared lineages.
     result.spared = plan.spared
     obj.emit(command, {**result.as_dict(), "filter": description},
              f"{command}: {result.changed} sessions {past}")
-
-
-def _split(flt: SessionFilter) -> tuple[float | None, float | None, SessionFilter]:
-    """Activity bounds apply to the whole lineage; the rest of the filter to the tip row."""
-    w = flt.window()
-    return (w.active_before, w.active_after,
-            dataclasses.replace(flt, older_than=None, newer_than=None))
-
-
-def _where_of(flt: SessionFilter) -> Callable[[Connection], Any]:
-    return lambda conn: filter_clause(conn, flt)
 
 
 # --------------------------------------------------------------------------- prune
@@ -174,16 +133,9 @@ def prune(obj: Ctx, flt: SessionFilter, include_pinned: bool, include_archived: 
         description = f"{flt.describe()} (default retention {DEFAULT_RETENTION})"
     elif flt.older_than is None:
         description += ", any age"
-    before, after, rest = _split(flt)
-
-    def verb(c: Connection, where: Any, ids: list[str] | None, dry: bool) -> Any:
-        return retention.prune(c, older_than=before, newer_than=after, where=where, ids=ids,
-                               include_pinned=include_pinned, include_archived=include_archived,
-                               now=flt.now, dry_run=dry)
-
-    run_verb(obj, "prune", verb, where_of=_where_of(rest), description=description,
-             dry_run=dry_run, yes=yes, past="deleted",
-             open_why="prune only deletes ended sessions (see `close`).")
+    run_verb(obj, "prune", flt, description=description, dry_run=dry_run, yes=yes,
+             past="deleted", open_why="prune only deletes ended sessions (see `close`).",
+             include_pinned=include_pinned, include_archived=include_archived)
 
 
 # --------------------------------------------------------------------------- archive
@@ -212,9 +164,7 @@ def archive(obj: Ctx, sessions: tuple[str, ...], flt: SessionFilter, include_ope
         raise UsageError("archive needs IDs or a filter (e.g. --older-than 30d)")
     _retarget(obj, "archive", sessions, flt, dry_run, yes, past="archived",
               open_why="use --include-open to archive them too.", notes=_ARCHIVE_NOTES,
-              call=lambda c, before, after, where, ids, dry: retention.archive(
-                  c, older_than=before, newer_than=after, where=where, ids=ids,
-                  include_open=include_open, now=flt.now, dry_run=dry))
+              include_open=include_open)
 
 
 @main.command()
@@ -235,31 +185,23 @@ def unarchive(obj: Ctx, sessions: tuple[str, ...], flt: SessionFilter, dry_run: 
     if flt.is_empty and not sessions:
         raise UsageError("unarchive needs IDs or a filter")
     _retarget(obj, "unarchive", sessions, flt, dry_run, yes or bool(sessions and flt.is_empty),
-              past="unarchived",
-              call=lambda c, before, after, where, ids, dry: retention.unarchive(
-                  c, older_than=before, newer_than=after, where=where, ids=ids, now=flt.now,
-                  dry_run=dry))
+              past="unarchived")
 
 
 def _retarget(obj: Ctx, command: str, refs: tuple[str, ...], flt: SessionFilter, dry_run: bool,
-              yes: bool, *, past: str, call: Callable[..., Any], open_why: str = "",
-              notes: dict[str, str] | None = None) -> None:
+              yes: bool, *, past: str, open_why: str = "", notes: dict[str, str] | None = None,
+              **options: Any) -> None:
     """The shared body of the verbs that take IDs as well as filters."""
-    before, after, rest = _split(flt)
     chosen: list[str] | None = None
     if refs:
         engine = open_read(obj)
         if engine is not None:
             with reading(engine) as conn:
-                chosen = resolve_all(conn, refs)
-
-    def verb(c: Connection, where: Any, ids: list[str] | None, dry: bool) -> Any:
-        return call(c, before, after, where, ids if ids is not None else chosen, dry)
-
+                chosen = listing.resolve_refs(conn, refs)
     description = flt.describe() if not refs else (
         f"sessions {', '.join(chosen or refs)}" + ("" if flt.is_empty else f", {flt.describe()}"))
-    run_verb(obj, command, verb, where_of=_where_of(rest), description=description,
-             dry_run=dry_run, yes=yes, past=past, open_why=open_why, notes=notes)
+    run_verb(obj, command, flt, ids=chosen, description=description, dry_run=dry_run, yes=yes,
+             past=past, open_why=open_why, notes=notes, **options)
 
 
 # --------------------------------------------------------------------------- close
@@ -283,12 +225,5 @@ def close(obj: Ctx, flt: SessionFilter, dry_run: bool, yes: bool) -> None:
     """
     if flt.older_than is None:
         raise UsageError("close needs --older-than AGE (e.g. --older-than 7d)")
-    before, after, rest = _split(flt)
-    assert before is not None
-
-    def verb(c: Connection, where: Any, ids: list[str] | None, dry: bool) -> Any:
-        return retention.close_idle(c, older_than=before, newer_than=after, where=where,
-                                    ids=ids, now=flt.now, dry_run=dry)
-
-    run_verb(obj, "close", verb, where_of=_where_of(rest), description=flt.describe(),
-             dry_run=dry_run, yes=yes, past="closed", notes=_CLOSE_NOTES)
+    run_verb(obj, "close", flt, description=flt.describe(), dry_run=dry_run, yes=yes,
+             past="closed", notes=_CLOSE_NOTES)

@@ -7,34 +7,13 @@ import sys
 from typing import Any
 
 import click
-from alembic.script import ScriptDirectory
 
 from hermes_store.cli.app import Ctx, main, size
 from hermes_store.db import migrate
 from hermes_store.db.engine import open_engine, reading
-from hermes_store.errors import StoreNotFoundError
 from hermes_store.ops import stats
 from hermes_store.ops.backup import backup_store, require_free_space
 from hermes_store.ops.holders import ensure_not_held
-
-
-def _pending_revisions(st: migrate.SchemaStatus, revision: str) -> list[str]:
-    script = ScriptDirectory(migrate.script_location())
-    if revision != "head":
-        try:
-            script.get_revision(revision)
-        except Exception as err:  # noqa: BLE001 - alembic raises several kinds for a bad id
-            raise StoreNotFoundError(f"unknown schema revision {revision!r}") from err
-    if st.state in ("behind", "up-to-date") and revision == "head":
-        return list(st.pending)
-    base = st.current
-    if st.state == "legacy" and st.legacy_version is not None:
-        base = migrate.LEGACY_REVISIONS[min(st.legacy_version, migrate.LEGACY_MAX_KNOWN)]
-    upper = script.get_current_head() if revision == "head" else revision
-    revs = [s.revision for s in script.iterate_revisions(upper, base or "base")]
-    return list(reversed(revs))
-
-
 
 
 @main.command()
@@ -57,7 +36,7 @@ def upgrade(obj: Ctx, revision: str, dry_run: bool, no_backup: bool, force: bool
     before = migrate.status(obj.db)
     if before.state in ("ahead", "unknown"):
         migrate.upgrade(obj.db)  # raises the explanatory SchemaMismatchError
-    pending = _pending_revisions(before, revision)
+    pending = migrate.pending_revisions(before, revision)
     base = {"path": str(obj.db), "before": before.state, "revision": before.current,
             "head": before.head, "pending": pending}
     if dry_run:

@@ -8,48 +8,28 @@ from pathlib import Path
 from typing import Any
 
 import click
-from sqlalchemy import Connection, Engine, and_, select
 
 from hermes_store.cli.app import (
     Ctx,
-    filter_clause,
     filter_options,
     main,
     open_read,
     require_head,
-    resolve_all,
     size,
-    tip_of,
 )
 from hermes_store.db import migrate
 from hermes_store.db.engine import open_engine, reading
 from hermes_store.errors import UsageError
-from hermes_store.repo import lineage
+from hermes_store.repo import listing
 from hermes_store.repo.filters import SessionFilter, parse_time
 from hermes_store.transfer import export as exporters
 from hermes_store.transfer import load
 from hermes_store.transfer import parse as importers
 
-_s = lineage.sessions
 DISCOVERABLE = ("claude", "codex")
 
 
 # --------------------------------------------------------------------------- export
-
-
-def _select_ids(conn: Connection, flt: SessionFilter, ended_only: bool) -> list[str]:
-    """Sessions passing the filter, oldest start first (parents before continuations)."""
-    clauses = [c for c in (filter_clause(conn, flt),) if c is not None]
-    if ended_only:
-        clauses.append(_s.c.ended_at.is_not(None))
-    return list(conn.execute(select(_s.c.id).where(and_(*clauses))
-                             .order_by(_s.c.started_at, _s.c.id)).scalars())
-
-
-def _most_recent(conn: Connection) -> list[str]:
-    last = lineage.last_activity(_s)
-    sid = conn.execute(select(_s.c.id).order_by(last.desc(), _s.c.id.desc()).limit(1)).scalar()
-    return [sid] if sid is not None else []
 
 
 @main.command("export")
@@ -106,15 +86,16 @@ def export_cmd(obj: Ctx, output: str | None, fmt: str, session_ids: tuple[str, .
     with reading(engine) as conn:
         ids: list[str] | None
         if session_ids:
-            ids = resolve_all(conn, session_ids)
+            ids = listing.resolve_refs(conn, session_ids)
             for sid in ids:
-                tip = tip_of(conn, sid)
+                tip = listing.lineage_tip(conn, sid)
                 if tip != sid:
                     obj.note(f"note: {sid} was compressed; the conversation continued in {tip}")
         elif selected:
-            ids = _select_ids(conn, flt, ended_only)
+            ids = listing.matching_ids(conn, flt, ended_only=ended_only)
         elif fmt == "trace":
-            ids = _most_recent(conn)
+            recent = listing.most_recent_id(conn)
+            ids = [recent] if recent is not None else []
         else:
             ids = None
         if dry_run:
@@ -198,7 +179,7 @@ def _pick(obj: Ctx, files: list[Path]) -> list[Path]:
     return list(dict.fromkeys(chosen))
 
 
-def _import_engine(obj: Ctx) -> Engine:
+def _import_engine(obj: Ctx) -> Any:
     """The target store; a missing or empty one is created at head (nothing to migrate)."""
     st = migrate.status(obj.db)
     if st.state in ("missing", "empty"):

@@ -32,7 +32,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine
 
 from hermes_store.db.engine import open_engine, reading, run_write
-from hermes_store.errors import SchemaMismatchError
+from hermes_store.errors import SchemaMismatchError, StoreNotFoundError
 from hermes_store.paths import resolve_db_path
 
 # schema_version N -> the revision that reproduces layout N.
@@ -164,6 +164,27 @@ def status(target: str | os.PathLike[str] | Engine | None = None) -> SchemaStatu
 
 def current(target: str | os.PathLike[str] | Engine | None = None) -> str | None:
     return status(target).current
+
+
+def pending_revisions(st: SchemaStatus, revision: str = "head", *,
+                      location: str | None = None) -> list[str]:
+    """The revisions an upgrade from ``st`` to ``revision`` would apply, oldest first.
+
+    A legacy store counts from the revision its ``schema_version`` is adopted at. An id the
+    migrations do not know is StoreNotFoundError (exit 3: a revision not found)."""
+    script = ScriptDirectory(location or script_location())
+    if revision != "head":
+        try:
+            script.get_revision(revision)
+        except Exception as err:  # noqa: BLE001 - alembic raises several kinds for a bad id
+            raise StoreNotFoundError(f"unknown schema revision {revision!r}") from err
+    if st.state in ("behind", "up-to-date") and revision == "head":
+        return list(st.pending)
+    base = st.current
+    if st.state == "legacy" and st.legacy_version is not None:
+        base = LEGACY_REVISIONS[min(st.legacy_version, LEGACY_MAX_KNOWN)]
+    upper = script.get_current_head() if revision == "head" else revision
+    return [s.revision for s in script.iterate_revisions(upper, base or "base")][::-1]
 
 
 # --------------------------------------------------------------------------- upgrade

@@ -477,8 +477,9 @@ class SessionDB:
         return result.changed > 0
 
     def vacuum(self) -> None:
-        """Optimise the search indexes, VACUUM, then a TRUNCATE checkpoint (in that order, so
-        the WAL VACUUM wrote is emptied rather than left at the size of the file)."""
+        """The v11 name of :func:`hermes_store.ops.storage.compact`: optimise the search
+        indexes, VACUUM, then a TRUNCATE checkpoint (in that order, so the WAL VACUUM wrote is
+        emptied rather than left at the size of the file)."""
         storage.compact(self.engine)
 
     # ----------------------------------------------------------------- meta

@@ -316,11 +316,11 @@ def advise(st: StoreStats) -> list[Advice]:
                           "hermes-store optimize-storage"))
     if st.freelist_count >= FREELIST_MIN_PAGES and st.freelist_ratio >= FREELIST_ADVICE:
         out.append(Advice(f"freelist {st.freelist_ratio:.0%} of the file is unused pages",
-                          "hermes-store optimize"))
+                          "hermes-store compact"))
     if st.wal.state == "pending" and st.wal.pending_frames >= WAL_PENDING_ADVICE_FRAMES:
         out.append(Advice(f"the WAL holds {st.wal.pending_frames} frames not yet checkpointed "
                           "(a long-running reader may be blocking checkpoints)",
-                          "hermes-store optimize"))
+                          "hermes-store compact"))
     total, open_ = st.sessions["total"], st.sessions["open"]
     if total and open_ / total >= OPEN_ADVICE_RATIO and open_ > 1:
         out.append(Advice(f"{open_} of {total} sessions never ended; prune skips them",
@@ -428,7 +428,7 @@ def diagnose(conn: Connection, path: Path, *, full: bool = False,
         wal = stats.wal
         busy = wal.state == "pending" and wal.pending_frames >= WAL_PENDING_ADVICE_FRAMES
         findings.append(Finding("wal", "warn" if busy else "ok", wal.describe(),
-                                "stop idle readers, then hermes-store optimize" if busy else None))
+                                "stop idle readers, then hermes-store compact" if busy else None))
         idle = idle_open_sessions(conn)
         findings.append(Finding(
             "never_ended", "warn" if idle else "ok",

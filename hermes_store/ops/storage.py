@@ -1,5 +1,12 @@
-"""Storage maintenance: moving off the inline index, FTS upkeep and ``compact`` (the
-``optimize`` verb), integrity (not retention).
+"""Storage maintenance, one name per operation (library, facade and CLI alike):
+
+- ``optimize_storage`` moves the search indexes off the inline layout (``optimize-storage``);
+- ``optimize_fts`` merges each FTS5 index's segments and runs ``PRAGMA optimize``;
+- ``compact`` is the whole-store upkeep: ``optimize_fts``, ``VACUUM``, a TRUNCATE checkpoint
+  (``hermes-store compact``; ``SessionDB.vacuum`` keeps the v11 name for it);
+- ``vacuum`` is ``VACUUM`` alone.
+
+Also FTS integrity and rebuild (``repair``); retention lives elsewhere.
 
 ``optimize_storage`` finishes what revision 0013 started cheaply:
 
@@ -31,8 +38,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
+from hermes_store.db import engine as db_engine
 from hermes_store.db.engine import checkpoint, engine_path, open_engine, reading, run_write
-from hermes_store.db.engine import vacuum as vacuum_store  # ``vacuum`` is a flag of the verbs below
 from hermes_store.ops.backup import require_free_space
 from hermes_store.paths import resolve_db_path
 from hermes_store.repo import bigrams
@@ -211,7 +218,7 @@ def optimize_storage(target: str | os.PathLike[str] | Engine | None = None,
 
     if vacuum:
         notify("vacuum", 0, 1)
-        vacuum_store(engine)
+        db_engine.vacuum(engine)
         report.vacuumed = True
         notify("vacuum", 1, 1)
     checkpoint(engine, "TRUNCATE")
@@ -223,8 +230,9 @@ def optimize_storage(target: str | os.PathLike[str] | Engine | None = None,
 # --------------------------------------------------------------------------- upkeep
 
 
-def optimize(target: str | os.PathLike[str] | Engine | None = None) -> list[str]:
-    """Merge each index's segments (FTS5 ``optimize``), catch up CJK rows, ``PRAGMA optimize``."""
+def optimize_fts(target: str | os.PathLike[str] | Engine | None = None) -> list[str]:
+    """Merge each index's segments (FTS5 ``optimize``), catch up CJK rows, ``PRAGMA optimize``;
+    the names of the indexes merged."""
     engine = _engine(target)
     done: list[str] = []
 
@@ -238,13 +246,19 @@ def optimize(target: str | os.PathLike[str] | Engine | None = None) -> list[str]
 
     while run_write(engine, bigrams.catch_up, what="cjk catch-up"):
         pass
-    run_write(engine, unit, what="optimize")
+    run_write(engine, unit, what="optimize_fts")
     return done
+
+
+def vacuum(target: str | os.PathLike[str] | Engine | None = None) -> None:
+    """``VACUUM`` alone, under the write retry policy. It leaves a WAL the size of the file:
+    :func:`compact` is the upkeep that also empties it."""
+    db_engine.vacuum(_engine(target))
 
 
 @dataclass
 class Sizes:
-    """Bytes of the main file and of its ``-wal`` (``optimize`` prints both)."""
+    """Bytes of the main file and of its ``-wal`` (``compact`` prints both)."""
 
     main: int
     wal: int
@@ -257,7 +271,7 @@ class Sizes:
 
 
 @dataclass
-class OptimizeResult:
+class CompactResult:
     """What ``compact`` did: sizes before and after, the steps run, the indexes merged."""
 
     before: Sizes
@@ -272,14 +286,14 @@ class OptimizeResult:
 def preflight(path: Path) -> None:
     """VACUUM needs about the store's size free beside it and again in the temp directory."""
     need = path.stat().st_size
-    require_free_space(path.parent, need, "optimize (VACUUM)")
-    require_free_space(Path(tempfile.gettempdir()), need, "optimize (VACUUM's temp copy)")
+    require_free_space(path.parent, need, "compact (VACUUM)")
+    require_free_space(Path(tempfile.gettempdir()), need, "compact (VACUUM's temp copy)")
 
 
 def compact(engine: Engine, progress: Callable[[str], None] | None = None, *,
-            vacuum: bool = True) -> OptimizeResult:
-    """``optimize`` (docs/cli.md#upkeep): :func:`optimize`, a PASSIVE checkpoint so VACUUM
-    starts from a short WAL, ``VACUUM``, then a TRUNCATE checkpoint.
+            vacuum: bool = True) -> CompactResult:
+    """The whole-store upkeep: :func:`optimize_fts`, a PASSIVE checkpoint so VACUUM starts
+    from a short WAL, ``VACUUM``, then a TRUNCATE checkpoint.
 
     VACUUM writes the whole file through the WAL: without the last step a 3 GB store leaves a
     3 GB ``-wal`` (docs/lessons.md#wal). The caller owns the whole-file preconditions (no other
@@ -287,16 +301,16 @@ def compact(engine: Engine, progress: Callable[[str], None] | None = None, *,
     """
     path = Path(engine_path(engine))
     note = progress or (lambda step: None)
-    result = OptimizeResult(Sizes.of(path), Sizes.of(path))
+    result = CompactResult(Sizes.of(path), Sizes.of(path))
     note("merging FTS segments")
-    result.merged = optimize(engine)
+    result.merged = optimize_fts(engine)
     result.steps += ["fts optimize", "pragma optimize"]
     note("checkpoint (PASSIVE)")
     checkpoint(engine, "PASSIVE")
     result.steps.append("checkpoint passive")
     if vacuum:
         note("VACUUM")
-        vacuum_store(engine)
+        db_engine.vacuum(engine)
         result.steps.append("vacuum")
     note("checkpoint (TRUNCATE)")
     checkpoint(engine, "TRUNCATE")

@@ -9,20 +9,34 @@ that listing order and prune share the one expression defined by the session API
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, Table, and_, func, literal, or_, true
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    MetaData,
+    Table,
+    and_,
+    func,
+    literal,
+    literal_column,
+    or_,
+    select,
+    true,
+)
 
 from hermes_store.db.models import ChatSession
 from hermes_store.errors import UsageError
+from hermes_store.repo import lineage
 
 __all__ = [
     "EmptyWindowError", "FilterError", "SessionFilter", "TimeSyntaxError", "escape_like",
-    "parse_time",
+    "matching", "parse_time",
 ]
 
 LIKE_ESCAPE = "\\"
@@ -292,6 +306,32 @@ class SessionFilter:
             if hi is not None:
                 parts.append(f"{label} <= {hi}")
         return ", ".join(parts) if parts else "any session"
+
+
+def matching(conn: Connection, flt: SessionFilter, *,
+             by_lineage: bool = False) -> ColumnElement[bool] | None:
+    """``sessions.id IN (…)`` for the filter, or None for an empty filter.
+
+    Evaluated on the live table, since adopted stores may carry ``chat_id``/``chat_type``
+    columns the model does not declare, with the shared last-activity expression.
+    ``by_lineage``: a lineage root's activity is the newest over all its segments (``list``
+    shows roots projected onto their tips)."""
+    if flt.is_empty:
+        return None
+    live = Table("sessions", MetaData(), autoload_with=conn).alias("flt")
+    activity = lineage.last_activity(live, flt.now)
+    if by_lineage:
+        chain = lineage.lineage_activity(now=flt.now).subquery("chain")
+        activity = func.coalesce(select(chain.c.last_active)
+                                 .where(chain.c.root_id == live.c.id).scalar_subquery(),
+                                 activity)
+    matched = select(live.c.id).where(flt.where(activity, table=live))  # type: ignore[arg-type]
+    if by_lineage:
+        # The listing query has its own lineage CTE of the same name: resolve the ids first
+        # and pass them as one JSON parameter.
+        ids = json.dumps(list(conn.execute(matched).scalars()))
+        matched = select(literal_column("value")).select_from(func.json_each(ids))
+    return lineage.sessions.c.id.in_(matched)
 
 
 def _flag(attr: str) -> str:

@@ -1,4 +1,5 @@
-"""Read-side queries: recent sessions with preview, token usage, the rich listing, counts.
+"""Read-side queries: recent sessions with preview, token usage, the rich listing, counts, and
+every select the command line needs (it holds no SQL of its own).
 
 Each builder returns a ``Select``; each runner takes a caller-owned ``Connection`` or ORM
 ``Session``. "Last activity" is always :func:`lineage.last_activity`, the one expression
@@ -9,14 +10,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import LargeBinary, Select, case, cast, func, literal_column, or_, select
+from sqlalchemy import (
+    Connection,
+    LargeBinary,
+    Select,
+    and_,
+    case,
+    cast,
+    func,
+    literal_column,
+    or_,
+    select,
+)
 
 from hermes_store.content import MULTIMODAL_PREFIX, text_of
 from hermes_store.db.models import ChatSession, Message
+from hermes_store.errors import AmbiguousSessionError, SessionNotFoundError
 from hermes_store.repo import lineage
-from hermes_store.repo.sessions import Executor, full_row
+from hermes_store.repo.filters import SessionFilter, matching
+from hermes_store.repo.sessions import Executor, exists, full_row, ids_with_prefix
 
 sessions = ChatSession.__table__
 messages = Message.__table__
@@ -27,6 +42,9 @@ _PREVIEW_FETCH = 400
 BRANCHED = "branched"
 _SENTINEL_BYTES = MULTIMODAL_PREFIX.encode()
 # Columns a projected listing row takes from its lineage's tip (docs/contracts.md#listing).
+# A session argument is a full id or a unique prefix of at least this many characters.
+MIN_PREFIX = 4
+MAX_CANDIDATES = 10
 TIP_COLUMNS = ("id", "ended_at", "end_reason", "message_count", "tool_call_count", "title",
                "last_active", "preview", "model", "system_prompt")
 
@@ -219,3 +237,111 @@ def sessions_by_id(conn: Executor, ids: Sequence[str]) -> Iterator[dict[str, Any
             select(literal_column("*")).select_from(sessions)
             .where(sessions.c.id.in_(chunk))).mappings())
 
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def resolve_ref(conn: Executor, ref: str) -> str:
+    """A full id, or a unique prefix of at least ``MIN_PREFIX`` characters (an exact id wins).
+
+    SessionNotFoundError for none; AmbiguousSessionError for several, carrying up to
+    ``MAX_CANDIDATES`` of them with their title and last activity."""
+    ref = ref.strip()
+    if exists(conn, ref):
+        return ref
+    if len(ref) < MIN_PREFIX:
+        raise SessionNotFoundError(ref)
+    found = ids_with_prefix(conn, ref, limit=MAX_CANDIDATES + 1)
+    if not found:
+        raise SessionNotFoundError(ref)
+    if len(found) == 1:
+        return found[0]
+    shown = found[:MAX_CANDIDATES]
+    raise AmbiguousSessionError(ref, shown, candidate_rows(conn, shown))
+
+
+def resolve_refs(conn: Executor, refs: Sequence[str]) -> list[str]:
+    """:func:`resolve_ref` of each, duplicates dropped, order kept."""
+    return list(dict.fromkeys(resolve_ref(conn, ref) for ref in refs))
+
+
+def lineage_tip(conn: Executor, session_id: str) -> str:
+    """The compression tip of ``session_id`` (itself when the conversation did not continue)."""
+    return conn.execute(lineage.compression_tip(session_id)).scalar() or session_id
+
+
+def last_active_of(conn: Executor, session_id: str) -> float | None:
+    return conn.execute(select(lineage.last_activity(sessions))
+                        .where(sessions.c.id == session_id)).scalar()
+
+
+def children_of(conn: Executor, session_id: str) -> list[str]:
+    """Sessions whose parent is ``session_id`` (continuations, branches, delegates), by start."""
+    return list(conn.execute(select(sessions.c.id)
+                             .where(sessions.c.parent_session_id == session_id)
+                             .order_by(sessions.c.started_at, sessions.c.id)).scalars())
+
+
+def candidate_rows(conn: Executor, ids: Sequence[str]) -> list[dict[str, Any]]:
+    """``id, title, last_active`` of the sessions an ambiguous prefix matched, by id."""
+    query = (select(sessions.c.id, sessions.c.title,
+                    lineage.last_activity(sessions).label("last_active"))
+             .where(sessions.c.id.in_(list(ids))).order_by(sessions.c.id))
+    return [dict(r) for r in conn.execute(query).mappings()]
+
+
+def session_with_activity(conn: Executor, session_id: str) -> dict[str, Any]:
+    """Every column plus ``last_active`` and ``lineage_tip_id`` (``{"id": …}`` when gone)."""
+    row = conn.execute(select(sessions, lineage.last_activity(sessions).label("last_active"))
+                       .where(sessions.c.id == session_id)).mappings().first()
+    item = dict(row) if row is not None else {"id": session_id}
+    item["lineage_tip_id"] = lineage_tip(conn, session_id)
+    return item
+
+
+@dataclass
+class ListingPage:
+    """One page of ``hermes-store list``: the rows and whether more sessions match."""
+
+    rows: list[dict[str, Any]]
+    more: bool
+
+
+def list_matching(conn: Connection, flt: SessionFilter, *, limit: int = 20, offset: int = 0,
+                  include_archived: bool = False, only_archived: bool = False,
+                  only_pinned: bool = False, only_open: bool = False,
+                  include_children: bool = False) -> ListingPage:
+    """``hermes-store list``: visible lineage tips passing the filter (activity over the whole
+    lineage), pinned first, then by last activity; ``more`` from fetching one row extra."""
+    clauses = [c for c in (matching(conn, flt, by_lineage=True),) if c is not None]
+    if only_archived:
+        clauses.append(sessions.c.archived != 0)
+    elif not include_archived:
+        clauses.append(sessions.c.archived == 0)
+    if only_pinned:
+        clauses.append(sessions.c.pinned != 0)
+    if only_open:
+        clauses.append(sessions.c.ended_at.is_(None))
+    rows = list_sessions_rich(conn, limit=limit + 1, offset=offset,
+                              include_children=include_children, order_by_last_active=True,
+                              pinned_first=True, where=and_(*clauses) if clauses else None,
+                              now=flt.now)
+    return ListingPage(rows[:limit], len(rows) > limit)
+
+
+def matching_ids(conn: Connection, flt: SessionFilter, *, ended_only: bool = False) -> list[str]:
+    """Ids of the sessions passing the filter, oldest start first (parents before their
+    continuations): the order an export writes them in."""
+    clauses = [c for c in (matching(conn, flt),) if c is not None]
+    if ended_only:
+        clauses.append(sessions.c.ended_at.is_not(None))
+    return list(conn.execute(select(sessions.c.id).where(and_(*clauses))
+                             .order_by(sessions.c.started_at, sessions.c.id)).scalars())
+
+
+def most_recent_id(conn: Executor) -> str | None:
+    """The session with the newest activity (``export --format trace`` with no selection)."""
+    last = lineage.last_activity(sessions)
+    return conn.execute(select(sessions.c.id)
+                        .order_by(last.desc(), sessions.c.id.desc()).limit(1)).scalar()

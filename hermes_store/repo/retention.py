@@ -17,15 +17,17 @@ Every verb takes a caller-owned ``Connection`` or ORM ``Session``, never commits
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, select, update
+from sqlalchemy import ColumnElement, Connection, delete, select, update
 
 from hermes_store.db.models import ChatSession, Message
 from hermes_store.repo import lineage
+from hermes_store.repo.filters import SessionFilter, matching
 from hermes_store.repo.sessions import Executor
 
 sessions = ChatSession.__table__
@@ -406,3 +408,59 @@ def close_idle(conn: Executor, *, older_than: float, newer_than: float | None = 
                 update(sessions).where(sessions.c.id.in_(chunk), sessions.c.ended_at.is_(None))
                 .values(ended_at=now, end_reason=end_reason)).rowcount or 0
     return result
+
+
+# --------------------------------------------------------------------------- by filter
+
+ACTIONS = ("prune", "archive", "unarchive", "close")
+
+
+def apply_filter(conn: Connection, action: str, flt: SessionFilter, *,
+                 ids: Iterable[str] | None = None, dry_run: bool = False,
+                 **options: Any) -> RetentionResult:
+    """Run one verb over the shared filter set (docs/cli.md#filters): the activity bounds
+    apply to the whole lineage, every other flag to its tip row. ``options`` are the verb's
+    own (``include_pinned``, ``include_archived``, ``include_open``); ``close`` needs
+    ``flt.older_than``."""
+    window = flt.window()
+    rest = dataclasses.replace(flt, older_than=None, newer_than=None)
+    common: dict[str, Any] = dict(older_than=window.active_before,
+                                  newer_than=window.active_after, where=matching(conn, rest),
+                                  ids=ids, now=flt.now, dry_run=dry_run, **options)
+    if action == "prune":
+        return prune(conn, **common)
+    if action == "archive":
+        return archive(conn, **common)
+    if action == "unarchive":
+        return unarchive(conn, **common)
+    if action == "close":
+        if window.active_before is None:
+            raise ValueError("close needs an --older-than bound")
+        return close_idle(conn, **common)
+    raise ValueError(f"unknown retention action {action!r}; expected one of {ACTIONS}")
+
+
+def candidate_rows(conn: Executor, result: RetentionResult) -> list[dict[str, Any]]:
+    """One preview row per candidate lineage, read from its tip: ``id`` (the tip),
+    ``segments``, ``last_active``, ``source``, ``model``, ``messages`` (over every segment),
+    ``title``; in the result's order (oldest activity first)."""
+    tips = [c.tip_id for c in result.candidates]
+    found: dict[str, Any] = {}
+    for chunk in _chunks(tips):
+        for r in conn.execute(select(sessions.c.id, sessions.c.source, sessions.c.model,
+                                     sessions.c.title)
+                              .where(sessions.c.id.in_(chunk))).mappings():
+            found[r["id"]] = r
+    counts: dict[str, int] = {}
+    for chunk in _chunks([sid for c in result.candidates for sid in c.ids]):
+        for r in conn.execute(select(sessions.c.id, sessions.c.message_count)
+                              .where(sessions.c.id.in_(chunk))):
+            counts[r.id] = r.message_count or 0
+    rows = []
+    for c in result.candidates:
+        tip = found.get(c.tip_id) or {}
+        rows.append({"id": c.tip_id, "segments": c.ids, "last_active": c.last_active,
+                     "source": tip.get("source"), "model": tip.get("model"),
+                     "messages": sum(counts.get(sid, 0) for sid in c.ids),
+                     "title": tip.get("title")})
+    return rows

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from hermes_store.content import check_text, dump_json
 from hermes_store.db.models import ChatSession, StateMeta
+from hermes_store.errors import TitleInUseError
 from hermes_store.repo import titles
 
 sessions = ChatSession.__table__
@@ -253,6 +254,19 @@ def set_title(conn: Executor, session_id: str, title: str | None) -> bool:
         holder = title_holder(conn, title) if title is not None else None
         raise ValueError(f"Title '{title}' is already in use by session {holder}") from None
     return True
+
+
+def rename(conn: Executor, session_id: str, title: str) -> None:
+    """Give an existing session an already-cleaned title; TitleInUseError names the session
+    that holds it."""
+    holder = title_holder(conn, title)
+    if holder is not None and holder != session_id:
+        raise TitleInUseError(title, holder)
+    try:
+        set_title(conn, session_id, title)
+    except ValueError:
+        # Taken between the check and the write by another writer.
+        raise TitleInUseError(title, title_holder(conn, title) or "?") from None
 
 
 def get_title(conn: Executor, session_id: str) -> str | None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from hermes_store.errors import UsageError
+
 MAX_TITLE_LENGTH = 100
 
 _SURROGATES_RE = re.compile("[\ud800-\udfff]")
@@ -19,6 +21,8 @@ _CONTROLS_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _INVISIBLE_RE = re.compile("[\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffc]")
 _WHITESPACE_RE = re.compile(r"\s+")
 _NUMBERED_RE = re.compile(r"^(?P<base>.*) #(?P<n>[0-9]+)$", re.DOTALL)
+# What a title typed by a person may not hold (``rename``): any control or line separator.
+_TYPED_CONTROLS_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def sanitize_title(title: str | None) -> str | None:
@@ -44,6 +48,24 @@ def clean_unbounded(title: str | None) -> str | None:
     cleaned = _INVISIBLE_RE.sub("", cleaned)
     cleaned = _WHITESPACE_RE.sub(" ", cleaned).strip()
     return cleaned or None
+
+
+def title_from_words(words: Iterable[str]) -> str:
+    """A title typed as words (``rename ID TITLE…``), joined by spaces and cleaned. Empty,
+    newlines or control characters, and more than 100 characters are refused (UsageError),
+    not silently cleaned away."""
+    title = " ".join(words).strip()
+    if not title:
+        raise UsageError("the title is empty")
+    if _TYPED_CONTROLS_RE.search(title):
+        raise UsageError("the title may not contain newlines or control characters")
+    if len(title) > MAX_TITLE_LENGTH:
+        raise UsageError(f"the title has {len(title)} characters; the limit is "
+                         f"{MAX_TITLE_LENGTH}")
+    cleaned = sanitize_title(title)
+    if cleaned is None:
+        raise UsageError("the title has no visible characters")
+    return cleaned
 
 
 def clean_lookup_title(title: object) -> str | None:

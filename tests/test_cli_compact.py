@@ -1,4 +1,4 @@
-"""hermes-store optimize, and the whole-file safeguards it shares: holders, disk preflight."""
+"""hermes-store compact, and the whole-file safeguards it shares: holders, disk preflight."""
 
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ def bloated(head_db: Path) -> Path:
     return head_db
 
 
-def test_optimize_vacuums_and_leaves_no_wal(bloated: Path) -> None:
+def test_compact_vacuums_and_leaves_no_wal(bloated: Path) -> None:
     assert _freelist(bloated) > 0
-    code, doc = run_json("--db", str(bloated), "optimize")
+    code, doc = run_json("--db", str(bloated), "compact")
     assert code == 0, doc
     assert doc["after"]["main"] < doc["before"]["main"] + doc["before"]["wal"]
     assert doc["after"]["wal"] == 0
@@ -48,37 +48,37 @@ def test_optimize_vacuums_and_leaves_no_wal(bloated: Path) -> None:
     con.close()
 
 
-def test_optimize_prints_sizes_before_and_after(bloated: Path) -> None:
-    result = run("--db", str(bloated), "optimize")
+def test_compact_prints_sizes_before_and_after(bloated: Path) -> None:
+    result = run("--db", str(bloated), "compact")
     assert result.exit_code == 0
     assert "main" in result.stdout and "->" in result.stdout and "WAL" in result.stdout
 
 
-def test_optimize_refuses_while_another_process_holds_the_store(bloated: Path) -> None:
+def test_compact_refuses_while_another_process_holds_the_store(bloated: Path) -> None:
     with held_by_other_process(bloated) as pid:
-        code, doc = run_json("--db", str(bloated), "optimize")
+        code, doc = run_json("--db", str(bloated), "compact")
         assert code == 5
         assert doc["ok"] is False and doc["error"]["code"] == "held"
         assert pid in [h[0] for h in doc["error"]["holders"]]
-        result = run("--db", str(bloated), "optimize", "--force")
+        result = run("--db", str(bloated), "compact", "--force")
         assert result.exit_code == 0, result.output
         assert str(pid) in result.stderr  # a forced run still names whom it overrode
 
 
-def test_optimize_refuses_without_free_disk_and_changes_nothing(bloated: Path,
+def test_compact_refuses_without_free_disk_and_changes_nothing(bloated: Path,
                                                                 monkeypatch) -> None:
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(backup.shutil, "disk_usage", lambda _p: usage(10**9, 10**9, 1024))
     free_before = _freelist(bloated)
-    result = run("--db", str(bloated), "optimize")
+    result = run("--db", str(bloated), "compact")
     assert result.exit_code == 1
     assert "free" in result.stderr
     assert _freelist(bloated) == free_before
 
 
-def test_optimize_needs_an_existing_store_at_head(tmp_path: Path, legacy_db) -> None:
-    assert run("--db", str(tmp_path / "none.db"), "optimize").exit_code == 3
-    assert run("--db", str(legacy_db(10)), "optimize").exit_code == 6
+def test_compact_needs_an_existing_store_at_head(tmp_path: Path, legacy_db) -> None:
+    assert run("--db", str(tmp_path / "none.db"), "compact").exit_code == 3
+    assert run("--db", str(legacy_db(10)), "compact").exit_code == 6
 
 
 def test_holders_are_other_processes_never_ourselves(head_db: Path) -> None:
@@ -109,3 +109,13 @@ def test_a_holder_of_only_the_wal_counts(head_db: Path) -> None:
     finally:
         os.close(fd)
         keeper.close()
+
+
+def test_optimize_is_the_old_name_of_compact_and_stays_out_of_the_help(bloated: Path) -> None:
+    code, doc = run_json("--db", str(bloated), "optimize")
+    assert code == 0, doc
+    assert doc["command"] == "optimize"  # scripts written against the old name read it back
+    assert doc["after"]["wal"] == 0 and _freelist(bloated) == 0
+    listed = run("--help").stdout
+    assert "compact" in listed
+    assert "optimize " not in listed.replace("optimize-storage", "")
