@@ -11,7 +11,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,6 +179,38 @@ def append(conn: Executor, message: PreparedMessage) -> int:
                                   "delta": message.tool_call_delta})
     bigrams.sync_messages(connection_of(conn), [new_id])
     return int(new_id)
+
+
+_BATCH = 500
+
+
+def append_many(conn: Executor, batch: Sequence[PreparedMessage]) -> list[int]:
+    """:func:`append` for a batch, in order (an import's): rows, counters and the CJK index
+    in ``conn``'s transaction, a few statements per 500 rows instead of three per row."""
+    ids: list[int] = []
+    # One executemany needs one key set: consecutive rows sharing their keys go together.
+    start = 0
+    while start < len(batch):
+        keys, end = batch[start].row.keys(), start + 1
+        while end < len(batch) and end - start < _BATCH and batch[end].row.keys() == keys:
+            end += 1
+        rows = [m.row for m in batch[start:end]]
+        result = conn.execute(insert(messages).returning(messages.c.id), rows)
+        # Ids ascend in insertion order within one statement, whatever order RETURNING uses.
+        ids.extend(sorted(int(i) for i in result.scalars()))
+        start = end
+    bumps: dict[str, list[int]] = {}
+    for message in batch:
+        bump = bumps.setdefault(message.row["session_id"], [0, 0])
+        bump[0] += 1
+        bump[1] += message.tool_call_delta
+    for sid, (rows_added, calls_added) in bumps.items():
+        conn.execute(update(sessions).where(sessions.c.id == sid).values(
+            message_count=func.coalesce(sessions.c.message_count, 0) + rows_added,
+            tool_call_count=func.coalesce(sessions.c.tool_call_count, 0) + calls_added))
+    for i in range(0, len(ids), _BATCH):
+        bigrams.sync_messages(connection_of(conn), ids[i:i + _BATCH])
+    return ids
 
 
 # --------------------------------------------------------------------------- read
