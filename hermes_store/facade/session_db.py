@@ -29,7 +29,7 @@ from sqlalchemy import Connection, Engine
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
 from hermes_store.errors import SchemaMismatchError
-from hermes_store.facade import topics
+from hermes_store.facade import importing, topics
 from hermes_store.ops import storage
 from hermes_store.paths import resolve_db_path
 from hermes_store.repo import bigrams, lineage, messages, retention, sessions, titles
@@ -523,6 +523,12 @@ class SessionDB:
     list_unlinked_telegram_sessions_for_user = topics.list_unlinked_telegram_sessions_for_user
 
     # §3.8 import (facade/importing.py)
+    _IMPORT_MAX_SESSIONS = importing.MAX_SESSIONS
+    _IMPORT_MAX_MESSAGES_PER_SESSION = importing.MAX_MESSAGES_PER_SESSION
+    _IMPORT_MAX_TOTAL_MESSAGES = importing.MAX_TOTAL_MESSAGES
+    _IMPORT_MAX_SESSION_BYTES = importing.MAX_SESSION_BYTES
+    _IMPORT_MAX_TOTAL_BYTES = importing.MAX_TOTAL_BYTES
+    import_sessions = importing.import_sessions
 
 
 def _check_page(limit: int, offset: int) -> None:
