@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import inspect, select, update
+from sqlalchemy import exc, inspect, select, update
 
 from hermes_store import SessionDB
 from hermes_store.db import migrate
+from hermes_store.db import topics as topics_ddl
 from hermes_store.db.models import ChatSession, TelegramTopicBinding, TelegramTopicMode
 
 pytest_plugins = ["v21_support"]  # the ``db`` fixture
@@ -108,6 +109,24 @@ def test_schema_check_ignores_the_absent_tables_but_compares_present_ones(
     diffs = migrate.check(db.engine)
     assert [(d[0], d[1].name) for d in diffs] == [
         ("add_index", "idx_telegram_dm_topic_bindings_user")]
+
+
+def test_the_models_create_what_the_agents_ddl_creates(db: SessionDB) -> None:
+    """Backends other than SQLite create the tables from the models: same columns, keys,
+    indexes and cascade as the agent's statements, so the schema check and every reader
+    agree whichever way they came."""
+    with db.engine.begin() as conn:
+        topics_ddl.create_from_models(conn)
+        assert topics_ddl.present(conn) and topics_ddl.bindings_cascade(conn)
+    assert migrate.check(db.engine) == []
+    telegram(db, "s1")
+    db.apply_telegram_topic_migration()
+    db.bind_telegram_topic(chat_id=1, thread_id=2, user_id=42, session_key="k", session_id="s1")
+    with pytest.raises(exc.IntegrityError, match="NOT NULL"), db.engine.begin() as conn:
+        conn.execute(MODE.insert().values(chat_id="9", user_id=None, activated_at=1.0,
+                                              updated_at=1.0))
+    assert db.delete_session("s1") is True
+    assert db.get_telegram_topic_binding(chat_id=1, thread_id=2) is None
 
 
 def test_the_v21_fixture_opens_without_topic_tables_and_adopts_them_on_opt_in(

@@ -75,13 +75,19 @@ def present(conn: Connection) -> bool:
 def create(conn: Connection) -> None:
     """Create whichever of the two tables (and their indexes) is missing; idempotent."""
     if conn.dialect.name != "sqlite":
-        for table in (MODE, BINDINGS):
-            table.create(conn, checkfirst=True)
+        create_from_models(conn)
         return
     conn.exec_driver_sql(_MODE_DDL)
     conn.exec_driver_sql(_bindings_ddl(BINDINGS.name))
     for ddl in _INDEX_DDL:
         conn.exec_driver_sql(ddl)
+
+
+def create_from_models(conn: Connection) -> None:
+    """The tables as the models define them (cascade included), for backends without the
+    agent's own DDL."""
+    for table in (MODE, BINDINGS):
+        table.create(conn, checkfirst=True)
 
 
 def bindings_cascade(conn: Connection) -> bool:
