@@ -17,6 +17,7 @@ from hermes_store import SessionDB
 from hermes_store.db import migrate
 from hermes_store.db import topics as topics_ddl
 from hermes_store.db.models import ChatSession, TelegramTopicBinding, TelegramTopicMode
+from hermes_store.ops.recover import recover_store
 
 pytest_plugins = ["v21_support"]  # the ``db`` fixture
 
@@ -141,6 +142,20 @@ def test_the_v21_fixture_opens_without_topic_tables_and_adopts_them_on_opt_in(
         assert migrate.check(store.engine) == []
         assert store.delete_session(sid) is True
         assert store.get_telegram_topic_binding(chat_id=-100, thread_id=3) is None
+
+
+def test_a_recovered_store_keeps_its_topic_tables_whole(db: SessionDB, tmp_path: Path) -> None:
+    telegram(db, "s1")
+    db.enable_telegram_topic_mode(chat_id=1, user_id=42)
+    db.bind_telegram_topic(chat_id=1, thread_id=2, user_id=42, session_key="k", session_id="s1")
+    binding = db.get_telegram_topic_binding(chat_id=1, thread_id=2)
+    db.close()
+    out = tmp_path / "recovered.db"
+    assert recover_store(db.db_path, out).status == "complete"
+    with SessionDB(out) as recovered:
+        assert migrate.check(recovered.engine) == []
+        assert recovered.get_telegram_topic_binding(chat_id=1, thread_id=2) == binding
+        assert recovered.is_telegram_topic_mode_enabled(chat_id=1, user_id=42) is True
 
 
 # --------------------------------------------------------------------------- cascade rebuild
