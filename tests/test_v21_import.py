@@ -296,10 +296,12 @@ def test_the_payload_must_be_a_list_of_at_most_the_session_cap(db: SessionDB) ->
         db.import_sessions({"id": "x"})  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         db.import_sessions([{"id": f"s{i}"} for i in range(501)])
+    assert counts(db) == (0, 0)
+    assert ok(db.import_sessions([{"id": f"s{i}"} for i in range(500)]))["imported"] == 500
     db._IMPORT_MAX_SESSIONS = 2  # type: ignore[misc]
     with pytest.raises(ValueError):
         db.import_sessions([{"id": "a"}, {"id": "b"}, {"id": "c"}])
-    assert counts(db) == (0, 0)
+    assert counts(db) == (500, 0)
     assert ok(db.import_sessions([{"id": "a"}, {"id": "b"}]))["imported"] == 2
 
 
@@ -315,6 +317,7 @@ CASES: list[tuple[str, Any, str]] = [
     ("non-str id", {"id": 5}, "session id is required"),
     ("messages not a list", {"id": "s", "messages": {"role": "user"}},
      "messages must be a list"),
+    ("messages null", {"id": "s", "messages": None}, "messages must be a list"),
     ("message not an object", {"id": "s", "messages": [M, "hi"]},
      "messages must contain only objects"),
     ("unserialisable", {"id": "s", "extra": Unserialisable()},

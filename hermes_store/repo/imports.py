@@ -128,8 +128,6 @@ def _entry(index: int, raw: object, holder: dict[str, Any], totals: _Totals, lim
         raise _Invalid("duplicate session id")
     totals.seen.add(session_id)
     msgs = raw.get("messages", [])
-    if msgs is None:
-        msgs = []
     if not isinstance(msgs, list):
         raise _Invalid("messages must be a list")
     if len(msgs) > limits.messages_per_session:
