@@ -6,7 +6,8 @@ someone switches topic mode on. So no revision creates them; ``create`` here doe
 ``apply_telegram_topic_migration`` asks.
 
 On SQLite the statements are the v21 agent's own DDL, so an agent opening the file afterwards
-finds exactly what it would have written; on any other backend the models' ``Table.create`` writes them, the cascade included.
+finds exactly what it would have written; on any other backend the models' ``Table.create``
+writes them, the cascade included.
 
 An early agent release declared the bindings' foreign key without ``ON DELETE CASCADE``, so a
 bound session could not be deleted. Such a SQLite table is rebuilt (``rebuild_bindings``);
