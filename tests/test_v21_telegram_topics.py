@@ -212,11 +212,13 @@ def test_a_bindings_table_without_cascade_is_rebuilt_keeping_rows_and_columns(
     assert db.get_telegram_topic_binding(chat_id="c", thread_id="2")["managed_mode"] == "manual"
 
 
-def test_a_stamped_store_is_not_rebuilt(db: SessionDB) -> None:
-    old_layout(db, "2")
+@pytest.mark.parametrize("meta", ["2", "3"])
+def test_a_stamped_store_is_not_rebuilt_and_keeps_its_stamp(db: SessionDB, meta: str) -> None:
+    old_layout(db, meta)
     db.apply_telegram_topic_migration()
     assert not cascades(db)
     assert len(db.list_telegram_topic_bindings_for_chat(chat_id="c")) == 2
+    assert db.get_meta(META_KEY) == meta
 
 
 def test_the_rebuild_drops_only_bindings_of_deleted_sessions_and_says_so(

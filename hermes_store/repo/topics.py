@@ -55,11 +55,11 @@ def _stamped(conn: Connection) -> bool:
 def apply_migration(conn: Connection) -> None:
     """Create the tables if missing, give the bindings their cascade, stamp the meta key."""
     tables.create(conn)
-    stamped = _stamped(conn)
-    if not stamped and not tables.bindings_cascade(conn):
+    if _stamped(conn):
+        return  # a later release's higher stamp is kept: it knows its own layout
+    if not tables.bindings_cascade(conn):
         tables.rebuild_bindings(conn)
-    if get_meta(conn, SCHEMA_KEY) != str(SCHEMA_VERSION):
-        set_meta(conn, SCHEMA_KEY, SCHEMA_VERSION)
+    set_meta(conn, SCHEMA_KEY, SCHEMA_VERSION)
 
 
 def enable(conn: Connection, *, chat_id: str, user_id: str, has_topics_enabled: object,
