@@ -170,6 +170,7 @@ OLD_BINDINGS = """CREATE TABLE telegram_dm_topic_bindings (
     linked_at REAL NOT NULL,
     updated_at REAL NOT NULL,
     topic_title TEXT,
+    topic_rank INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (chat_id, thread_id)
 )"""
 
@@ -182,9 +183,9 @@ def old_layout(store: SessionDB, meta: str | None) -> None:
     raw.execute(OLD_BINDINGS)
     raw.execute("CREATE UNIQUE INDEX idx_telegram_dm_topic_bindings_session "
                 "ON telegram_dm_topic_bindings(session_id)")
-    raw.executemany("INSERT INTO telegram_dm_topic_bindings VALUES (?,?,?,?,?,?,?,?,?)",
-                    [("c", "1", "42", "k1", "s1", "auto", 10.0, 11.0, "first"),
-                     ("c", "2", "42", "k2", "s2", "manual", 20.0, 21.0, None)])
+    raw.executemany("INSERT INTO telegram_dm_topic_bindings VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    [("c", "1", "42", "k1", "s1", "auto", 10.0, 11.0, "first", 5),
+                     ("c", "2", "42", "k2", "s2", "manual", 20.0, 21.0, None, 0)])
     if meta is not None:
         store.set_meta(META_KEY, meta)
 
@@ -205,6 +206,9 @@ def test_a_bindings_table_without_cascade_is_rebuilt_keeping_rows_and_columns(
     after = [dict(r) for r in db._conn.execute(
         "SELECT * FROM telegram_dm_topic_bindings ORDER BY thread_id")]
     assert after == before
+    rank = [c for c in db._conn.execute(f"PRAGMA table_info({BINDINGS_TABLE})")
+            if c["name"] == "topic_rank"]
+    assert [(c["type"], c["notnull"], c["dflt_value"]) for c in rank] == [("INTEGER", 1, "0")]
     assert db.get_meta(META_KEY) == "2"
     assert migrate.check(db.engine) == []
     assert db.delete_session("s1") is True  # refused by the old key, cascades now
@@ -227,7 +231,7 @@ def test_the_rebuild_drops_only_bindings_of_deleted_sessions_and_says_so(
     raw = db._conn
     raw.execute("PRAGMA foreign_keys = OFF")
     raw.execute("INSERT INTO telegram_dm_topic_bindings VALUES "
-                "('c', '3', '42', 'k3', 'gone', 'auto', 30.0, 31.0, NULL)")
+                "('c', '3', '42', 'k3', 'gone', 'auto', 30.0, 31.0, NULL, 0)")
     raw.execute("PRAGMA foreign_keys = ON")
     with caplog.at_level(logging.WARNING, logger="hermes_store.db.topics"):
         db.apply_telegram_topic_migration()

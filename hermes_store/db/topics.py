@@ -17,6 +17,7 @@ other backends never had that layout.
 from __future__ import annotations
 
 import logging
+import re
 
 from sqlalchemy import Connection, inspect
 
@@ -26,7 +27,13 @@ log = logging.getLogger(__name__)
 
 MODE = TelegramTopicMode.__table__
 BINDINGS = TelegramTopicBinding.__table__
+BINDINGS_NAME = BINDINGS.name
 _REBUILD = "telegram_dm_topic_bindings_rebuild"
+# What a rebuild copies from the old table's own description (PRAGMA table_info): plain names,
+# declared types, and literal defaults; anything else is refused or left out, never spliced.
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TYPE = re.compile(r"[A-Za-z ()0-9,]*")
+_LITERAL = re.compile(r"-?[0-9]+(\.[0-9]+)?|'[^']*'|NULL", re.IGNORECASE)
 
 _MODE_DDL = """CREATE TABLE IF NOT EXISTS telegram_dm_topic_mode (
     chat_id TEXT PRIMARY KEY,
@@ -64,6 +71,24 @@ _INDEX_DDL = (
 )
 
 
+def _name(value: str) -> str:
+    if not _IDENT.fullmatch(value):
+        raise ValueError(f"{BINDINGS_NAME} has a column named {value!r}; not rebuilt")
+    return f'"{value}"'
+
+
+def _declared_type(value: str) -> str:
+    if not _TYPE.fullmatch(value):
+        raise ValueError(f"{BINDINGS_NAME} has a column of type {value!r}; not rebuilt")
+    return value
+
+
+def _literal(value: str) -> str:
+    if not _LITERAL.fullmatch(value):
+        raise ValueError(f"not a literal default: {value!r}")
+    return value
+
+
 def has_table(conn: Connection, name: str) -> bool:
     return inspect(conn).has_table(name)
 
@@ -79,7 +104,7 @@ def create(conn: Connection) -> None:
         create_from_models(conn)
         return
     conn.exec_driver_sql(_MODE_DDL)
-    conn.exec_driver_sql(_bindings_ddl(BINDINGS.name))
+    conn.exec_driver_sql(_bindings_ddl(BINDINGS_NAME))
     for ddl in _INDEX_DDL:
         conn.exec_driver_sql(ddl)
 
@@ -95,7 +120,7 @@ def bindings_cascade(conn: Connection) -> bool:
     """Whether the bindings' key to ``sessions`` deletes along (always so off SQLite)."""
     if conn.dialect.name != "sqlite":
         return True
-    keys = conn.exec_driver_sql(f"PRAGMA foreign_key_list({BINDINGS.name})").mappings().all()
+    keys = conn.exec_driver_sql(f"PRAGMA foreign_key_list({BINDINGS_NAME})").mappings().all()
     to_sessions = [k for k in keys if k["table"] == "sessions" and k["from"] == "session_id"]
     return bool(to_sessions) and all(k["on_delete"].upper() == "CASCADE" for k in to_sessions)
 
@@ -107,26 +132,30 @@ def rebuild_bindings(conn: Connection) -> int:
     Such a row cannot exist while foreign keys are enforced, but a file written with them off
     may hold one, and the new key would refuse it; the cascade would have removed it anyway.
     """
-    old = conn.exec_driver_sql(f"PRAGMA table_info({BINDINGS.name})").mappings().all()
+    old = conn.exec_driver_sql(f"PRAGMA table_info({BINDINGS_NAME})").mappings().all()
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS {_REBUILD}")
     conn.exec_driver_sql(_bindings_ddl(_REBUILD))
     known = {c.name for c in BINDINGS.columns}
     for col in old:
-        if col["name"] not in known:
-            decl = f'"{col["name"]}" {col["type"]}'
-            if col["dflt_value"] is not None:
-                # SQLite adds a NOT NULL column only with a default to fill existing rows.
-                decl += (" NOT NULL" if col["notnull"] else "") + f" DEFAULT {col['dflt_value']}"
-            conn.exec_driver_sql(f"ALTER TABLE {_REBUILD} ADD COLUMN {decl}")
-    names = ", ".join(f'"{c["name"]}"' for c in old)
+        if col["name"] in known:
+            continue
+        default = col["dflt_value"]
+        # SQLite adds a NOT NULL column only with a default; an expression default is left
+        # out (the rows keep their values, new rows get NULL).
+        not_null = " NOT NULL" if col["notnull"] else ""
+        tail = (f"{not_null} DEFAULT {_literal(default)}"
+                if default is not None and _LITERAL.fullmatch(default) else "")
+        decl = f"{_name(col['name'])} {_declared_type(col['type'])}{tail}"
+        conn.exec_driver_sql(f"ALTER TABLE {_REBUILD} ADD COLUMN {decl}")
+    names = ", ".join(_name(c["name"]) for c in old)
     orphans = conn.exec_driver_sql(
-        f"SELECT count(*) FROM {BINDINGS.name} WHERE session_id NOT IN (SELECT id FROM sessions)"
+        f"SELECT count(*) FROM {BINDINGS_NAME} WHERE session_id NOT IN (SELECT id FROM sessions)"
     ).scalar() or 0
     conn.exec_driver_sql(
-        f"INSERT INTO {_REBUILD} ({names}) SELECT {names} FROM {BINDINGS.name} "
+        f"INSERT INTO {_REBUILD} ({names}) SELECT {names} FROM {BINDINGS_NAME} "
         "WHERE session_id IN (SELECT id FROM sessions)")
-    conn.exec_driver_sql(f"DROP TABLE {BINDINGS.name}")
-    conn.exec_driver_sql(f"ALTER TABLE {_REBUILD} RENAME TO {BINDINGS.name}")
+    conn.exec_driver_sql(f"DROP TABLE {BINDINGS_NAME}")
+    conn.exec_driver_sql(f"ALTER TABLE {_REBUILD} RENAME TO {BINDINGS_NAME}")
     for ddl in _INDEX_DDL:
         conn.exec_driver_sql(ddl)
     if orphans:
