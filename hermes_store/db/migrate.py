@@ -59,6 +59,8 @@ KNOWN_FTS_TABLES = ("messages_fts", "messages_fts_trigram", "messages_fts_cjk",
                     "messages_fts_trigram_old", "messages_fts_old",
                     "messages_fts_cjk_old")
 UPGRADE_BUDGET_S = 60.0
+# Modelled tables that only an explicit opt-in creates (db/topics.py), never an upgrade.
+OPT_IN_TABLES = frozenset({"telegram_dm_topic_mode", "telegram_dm_topic_bindings"})
 
 
 def script_location() -> str:
@@ -243,6 +245,10 @@ def include_object(obj: Any, name: str | None, type_: str, reflected: bool,
     # their presence is not drift.
     if reflected and compare_to is None and type_ in (
             "column", "index", "unique_constraint", "foreign_key_constraint"):
+        return False
+    # The Telegram topic tables exist only once topic mode was switched on (no revision creates
+    # them, so an older bot keeps running): absent is their normal state, present is compared.
+    if type_ == "table" and not reflected and compare_to is None and name in OPT_IN_TABLES:
         return False
     # SQLite's reflection drops a column-level ON DELETE (the v21 agent writes its cascades that
     # way), so a model key with ON DELETE would never match what the file really has.

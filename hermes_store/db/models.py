@@ -255,3 +255,45 @@ class AsyncDelegation(Base):
     __table_args__ = (
         Index("idx_async_delegations_delivery", "delivery_state", "completed_at"),
     )
+
+
+class TelegramTopicMode(Base):
+    """A Telegram DM chat switched to topic mode. Opt-in: ordinary opens never create this table
+    (an older bot must keep running on an upgraded store); ``apply_telegram_topic_migration``
+    does (db/topics.py)."""
+
+    __tablename__ = "telegram_dm_topic_mode"
+
+    chat_id: Mapped[str] = mapped_column(Text, primary_key=True, nullable=True)
+    user_id: Mapped[str] = mapped_column(Text)
+    enabled: Mapped[int] = mapped_column(Integer, server_default=text("1"))
+    activated_at: Mapped[float] = mapped_column(REAL)
+    updated_at: Mapped[float] = mapped_column(REAL)
+    has_topics_enabled: Mapped[int | None] = mapped_column(Integer)
+    allows_users_to_create_topics: Mapped[int | None] = mapped_column(Integer)
+    capability_checked_at: Mapped[float | None] = mapped_column(REAL)
+    intro_message_id: Mapped[str | None] = mapped_column(Text)
+    pinned_message_id: Mapped[str | None] = mapped_column(Text)
+
+
+class TelegramTopicBinding(Base):
+    """One DM topic bound to one session (and a session to one topic); opt-in like the mode."""
+
+    __tablename__ = "telegram_dm_topic_bindings"
+
+    chat_id: Mapped[str] = mapped_column(Text)
+    thread_id: Mapped[str] = mapped_column(Text)
+    user_id: Mapped[str] = mapped_column(Text)
+    session_key: Mapped[str] = mapped_column(Text)
+    # Deleting a session takes its binding along (every delete path relies on the cascade).
+    session_id: Mapped[str] = mapped_column(
+        Text, ForeignKey("sessions.id", ondelete="CASCADE"))
+    managed_mode: Mapped[str] = mapped_column(Text, server_default=text("'auto'"))
+    linked_at: Mapped[float] = mapped_column(REAL)
+    updated_at: Mapped[float] = mapped_column(REAL)
+
+    __table_args__ = (
+        PrimaryKeyConstraint("chat_id", "thread_id"),
+        Index("idx_telegram_dm_topic_bindings_session", "session_id", unique=True),
+        Index("idx_telegram_dm_topic_bindings_user", "user_id", "chat_id"),
+    )

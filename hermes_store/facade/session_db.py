@@ -29,7 +29,7 @@ from sqlalchemy import Connection, Engine
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
 from hermes_store.errors import SchemaMismatchError
-from hermes_store.facade import compression, gateway, handoff, other
+from hermes_store.facade import compression, gateway, handoff, importing, other, topics
 from hermes_store.ops import storage
 from hermes_store.paths import resolve_db_path
 from hermes_store.repo import bigrams, lineage, messages, retention, sessions, titles
@@ -548,8 +548,25 @@ class SessionDB:
     export_session_lineage = other.export_session_lineage
 
     # Telegram DM topic mode (facade/topics.py)
+    apply_telegram_topic_migration = topics.apply_telegram_topic_migration
+    enable_telegram_topic_mode = topics.enable_telegram_topic_mode
+    disable_telegram_topic_mode = topics.disable_telegram_topic_mode
+    is_telegram_topic_mode_enabled = topics.is_telegram_topic_mode_enabled
+    bind_telegram_topic = topics.bind_telegram_topic
+    get_telegram_topic_binding = topics.get_telegram_topic_binding
+    get_telegram_topic_binding_by_session = topics.get_telegram_topic_binding_by_session
+    list_telegram_topic_bindings_for_chat = topics.list_telegram_topic_bindings_for_chat
+    is_telegram_session_linked_to_topic = topics.is_telegram_session_linked_to_topic
+    delete_telegram_topic_binding = topics.delete_telegram_topic_binding
+    list_unlinked_telegram_sessions_for_user = topics.list_unlinked_telegram_sessions_for_user
 
     # import (facade/importing.py)
+    _IMPORT_MAX_SESSIONS = importing.MAX_SESSIONS
+    _IMPORT_MAX_MESSAGES_PER_SESSION = importing.MAX_MESSAGES_PER_SESSION
+    _IMPORT_MAX_TOTAL_MESSAGES = importing.MAX_TOTAL_MESSAGES
+    _IMPORT_MAX_SESSION_BYTES = importing.MAX_SESSION_BYTES
+    _IMPORT_MAX_TOTAL_BYTES = importing.MAX_TOTAL_BYTES
+    import_sessions = importing.import_sessions
 
 
 def _check_page(limit: int, offset: int) -> None:

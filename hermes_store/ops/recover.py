@@ -36,7 +36,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, exc
 
-from hermes_store.db import migrate
+from hermes_store.db import migrate, topics
 from hermes_store.db.engine import (
     FILE_MODE,
     checkpoint,
@@ -439,7 +439,9 @@ def _salvage(copy: Path, out_path: Path, report: RecoveryReport, chunk: int, all
             fresh = storage.tables(conn)
         skip = _SKIP_TABLES | _fts_related(tables)
         canonical = [t for t in Base.metadata.tables if t in tables]
+        # Modelled tables a fresh store lacks (the opt-in ones) are canonical, copied once.
         extras = sorted(t for t in tables if t not in fresh and t not in skip
+                        and t not in canonical
                         and not t.startswith("sqlite_") and _IDENT.match(t))
         copier = _Copier(src, engine, report, chunk, allow_partial, progress)
         try:
@@ -453,6 +455,10 @@ def _salvage(copy: Path, out_path: Path, report: RecoveryReport, chunk: int, all
                     report.tables.setdefault(table, TableResult())
             copier.finish_placeholders()
             copier.finish_sessions()  # after placeholders, so a lost parent's lineage holds
+            if topics.MODE.name in tables or topics.BINDINGS.name in tables:
+                # Opt-in tables are copied by their source DDL alone: their indexes (one topic
+                # per session) come back with the agent's statements, as an opt-in makes them.
+                run_write(engine, topics.create, what="recover")
         except _Unreadable as err:
             report.status = "damaged"
             report.errors.append(f"{err}; rerun with --allow-partial to skip damaged rows")
