@@ -271,9 +271,9 @@ def test_creates_and_appends_get_the_long_budget_other_writes_the_short(db, monk
     budgets: list[tuple[str, float]] = []
     real = engine_mod.run_write
 
-    def spy(eng, fn, *, budget, what):
+    def spy(eng, fn, *, budget, what, **kw):
         budgets.append((what, budget))
-        return real(eng, fn, budget=budget, what=what)
+        return real(eng, fn, budget=budget, what=what, **kw)
 
     monkeypatch.setattr(engine_mod, "run_write", spy)
     db.create_session("s1", "cli")
