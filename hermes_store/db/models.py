@@ -6,13 +6,16 @@ autogenerate never sees (or tries to drop) them or their shadow tables.
 
 Types mirror the legacy DDL exactly (``TEXT``, ``INTEGER``, ``REAL``, the nullable counters)
 because adopted databases keep the tables the agent created; a model that disagreed would show
-up as drift in ``alembic check``.
+up as drift in ``alembic check``. On PostgreSQL the same columns are ``bigint``, ``double
+precision`` and ``text COLLATE "C"`` (``db.dialect`` says why), created by revision 0012.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import REAL, ForeignKey, Index, Integer, MetaData, Text, text
+from sqlalchemy import ForeignKey, Index, MetaData, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from hermes_store.db.dialect import FLOAT, INTEGER, MESSAGE_TEXT, TEXT
 
 NAMING_CONVENTION = {
     "ix": "idx_%(table_name)s_%(column_0_N_name)s",
@@ -34,42 +37,42 @@ class ChatSession(Base):
 
     # SQLite lets a non-INTEGER primary key hold NULL, and the legacy DDL never said NOT NULL;
     # the model states what the file really has, so autogenerate sees no drift.
-    id: Mapped[str] = mapped_column(Text, primary_key=True, nullable=True)
-    source: Mapped[str] = mapped_column(Text)
-    user_id: Mapped[str | None] = mapped_column(Text)
-    model: Mapped[str | None] = mapped_column(Text)
-    model_config: Mapped[str | None] = mapped_column(Text)
-    system_prompt: Mapped[str | None] = mapped_column(Text)
-    parent_session_id: Mapped[str | None] = mapped_column(Text, ForeignKey("sessions.id"))
-    started_at: Mapped[float] = mapped_column(REAL)
-    ended_at: Mapped[float | None] = mapped_column(REAL)
-    end_reason: Mapped[str | None] = mapped_column(Text)
-    message_count: Mapped[int | None] = mapped_column(Integer, server_default=text("0"))
-    tool_call_count: Mapped[int | None] = mapped_column(Integer, server_default=text("0"))
-    input_tokens: Mapped[int | None] = mapped_column(Integer, server_default=text("0"))
-    output_tokens: Mapped[int | None] = mapped_column(Integer, server_default=text("0"))
-    cache_read_tokens: Mapped[int | None] = mapped_column(Integer, server_default=text("0"))
-    cache_write_tokens: Mapped[int | None] = mapped_column(Integer, server_default=text("0"))
-    reasoning_tokens: Mapped[int | None] = mapped_column(Integer, server_default=text("0"))
-    billing_provider: Mapped[str | None] = mapped_column(Text)
-    billing_base_url: Mapped[str | None] = mapped_column(Text)
-    billing_mode: Mapped[str | None] = mapped_column(Text)
-    estimated_cost_usd: Mapped[float | None] = mapped_column(REAL)
-    actual_cost_usd: Mapped[float | None] = mapped_column(REAL)
-    cost_status: Mapped[str | None] = mapped_column(Text)
-    cost_source: Mapped[str | None] = mapped_column(Text)
-    pricing_version: Mapped[str | None] = mapped_column(Text)
-    title: Mapped[str | None] = mapped_column(Text)
-    api_call_count: Mapped[int | None] = mapped_column(Integer, server_default=text("0"))
+    id: Mapped[str] = mapped_column(TEXT, primary_key=True, nullable=True)
+    source: Mapped[str] = mapped_column(TEXT)
+    user_id: Mapped[str | None] = mapped_column(TEXT)
+    model: Mapped[str | None] = mapped_column(TEXT)
+    model_config: Mapped[str | None] = mapped_column(TEXT)
+    system_prompt: Mapped[str | None] = mapped_column(TEXT)
+    parent_session_id: Mapped[str | None] = mapped_column(TEXT, ForeignKey("sessions.id"))
+    started_at: Mapped[float] = mapped_column(FLOAT)
+    ended_at: Mapped[float | None] = mapped_column(FLOAT)
+    end_reason: Mapped[str | None] = mapped_column(TEXT)
+    message_count: Mapped[int | None] = mapped_column(INTEGER, server_default=text("0"))
+    tool_call_count: Mapped[int | None] = mapped_column(INTEGER, server_default=text("0"))
+    input_tokens: Mapped[int | None] = mapped_column(INTEGER, server_default=text("0"))
+    output_tokens: Mapped[int | None] = mapped_column(INTEGER, server_default=text("0"))
+    cache_read_tokens: Mapped[int | None] = mapped_column(INTEGER, server_default=text("0"))
+    cache_write_tokens: Mapped[int | None] = mapped_column(INTEGER, server_default=text("0"))
+    reasoning_tokens: Mapped[int | None] = mapped_column(INTEGER, server_default=text("0"))
+    billing_provider: Mapped[str | None] = mapped_column(TEXT)
+    billing_base_url: Mapped[str | None] = mapped_column(TEXT)
+    billing_mode: Mapped[str | None] = mapped_column(TEXT)
+    estimated_cost_usd: Mapped[float | None] = mapped_column(FLOAT)
+    actual_cost_usd: Mapped[float | None] = mapped_column(FLOAT)
+    cost_status: Mapped[str | None] = mapped_column(TEXT)
+    cost_source: Mapped[str | None] = mapped_column(TEXT)
+    pricing_version: Mapped[str | None] = mapped_column(TEXT)
+    title: Mapped[str | None] = mapped_column(TEXT)
+    api_call_count: Mapped[int | None] = mapped_column(INTEGER, server_default=text("0"))
     # Columns of the newer upstream store that users rely on (added by 0012 when missing).
-    cwd: Mapped[str | None] = mapped_column(Text)
-    git_branch: Mapped[str | None] = mapped_column(Text)
-    git_repo_root: Mapped[str | None] = mapped_column(Text)
-    profile_name: Mapped[str | None] = mapped_column(Text)
-    last_activity_at: Mapped[float | None] = mapped_column(REAL)
-    origin_json: Mapped[str | None] = mapped_column(Text)
-    archived: Mapped[int] = mapped_column(Integer, server_default=text("0"))
-    pinned: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    cwd: Mapped[str | None] = mapped_column(TEXT)
+    git_branch: Mapped[str | None] = mapped_column(TEXT)
+    git_repo_root: Mapped[str | None] = mapped_column(TEXT)
+    profile_name: Mapped[str | None] = mapped_column(TEXT)
+    last_activity_at: Mapped[float | None] = mapped_column(FLOAT)
+    origin_json: Mapped[str | None] = mapped_column(TEXT)
+    archived: Mapped[int] = mapped_column(INTEGER, server_default=text("0"))
+    pinned: Mapped[int] = mapped_column(INTEGER, server_default=text("0"))
 
     messages: Mapped[list[Message]] = relationship(
         back_populates="session", order_by="Message.id", passive_deletes=True
@@ -88,7 +91,7 @@ class ChatSession(Base):
         # drops the sort order, so naming the column keeps autogenerate quiet.
         Index("idx_sessions_started", "started_at"),
         Index("idx_sessions_title_unique", "title", unique=True,
-              sqlite_where=text("title IS NOT NULL")),
+              sqlite_where=text("title IS NOT NULL"), postgresql_where=text("title IS NOT NULL")),
     )
 
     def __repr__(self) -> str:
@@ -100,24 +103,24 @@ class Message(Base):
 
     __tablename__ = "messages"
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True, nullable=True)
-    session_id: Mapped[str] = mapped_column(Text, ForeignKey("sessions.id"))
-    role: Mapped[str] = mapped_column(Text)
-    content: Mapped[str | None] = mapped_column(Text)
-    tool_call_id: Mapped[str | None] = mapped_column(Text)
-    tool_calls: Mapped[str | None] = mapped_column(Text)
-    tool_name: Mapped[str | None] = mapped_column(Text)
-    timestamp: Mapped[float] = mapped_column(REAL)
-    token_count: Mapped[int | None] = mapped_column(Integer)
-    finish_reason: Mapped[str | None] = mapped_column(Text)
-    reasoning: Mapped[str | None] = mapped_column(Text)
-    reasoning_content: Mapped[str | None] = mapped_column(Text)
-    reasoning_details: Mapped[str | None] = mapped_column(Text)
-    codex_reasoning_items: Mapped[str | None] = mapped_column(Text)
-    codex_message_items: Mapped[str | None] = mapped_column(Text)
+    id: Mapped[int] = mapped_column(INTEGER, primary_key=True, autoincrement=True, nullable=True)
+    session_id: Mapped[str] = mapped_column(TEXT, ForeignKey("sessions.id"))
+    role: Mapped[str] = mapped_column(TEXT)
+    content: Mapped[str | None] = mapped_column(MESSAGE_TEXT)
+    tool_call_id: Mapped[str | None] = mapped_column(TEXT)
+    tool_calls: Mapped[str | None] = mapped_column(TEXT)
+    tool_name: Mapped[str | None] = mapped_column(TEXT)
+    timestamp: Mapped[float] = mapped_column(FLOAT)
+    token_count: Mapped[int | None] = mapped_column(INTEGER)
+    finish_reason: Mapped[str | None] = mapped_column(TEXT)
+    reasoning: Mapped[str | None] = mapped_column(MESSAGE_TEXT)
+    reasoning_content: Mapped[str | None] = mapped_column(MESSAGE_TEXT)
+    reasoning_details: Mapped[str | None] = mapped_column(TEXT)
+    codex_reasoning_items: Mapped[str | None] = mapped_column(TEXT)
+    codex_message_items: Mapped[str | None] = mapped_column(TEXT)
     # 1 = part of the live context; compaction and truncation flag rows instead of deleting them.
-    active: Mapped[int] = mapped_column(Integer, server_default=text("1"))
-    compacted: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    active: Mapped[int] = mapped_column(INTEGER, server_default=text("1"))
+    compacted: Mapped[int] = mapped_column(INTEGER, server_default=text("0"))
 
     session: Mapped[ChatSession] = relationship(back_populates="messages")
 
@@ -135,5 +138,5 @@ class StateMeta(Base):
 
     __tablename__ = "state_meta"
 
-    key: Mapped[str] = mapped_column(Text, primary_key=True, nullable=True)
-    value: Mapped[str | None] = mapped_column(Text)
+    key: Mapped[str] = mapped_column(TEXT, primary_key=True, nullable=True)
+    value: Mapped[str | None] = mapped_column(TEXT)
