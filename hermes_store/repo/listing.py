@@ -11,9 +11,10 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import LargeBinary, Select, case, cast, func, literal_column, or_, select
+from sqlalchemy import Select, case, func, literal_column, or_, select
 
 from hermes_store.content import MULTIMODAL_PREFIX, text_of_content
+from hermes_store.db.dialect import starts_with
 from hermes_store.db.models import ChatSession, Message
 from hermes_store.repo import lineage
 from hermes_store.repo.sessions import Executor, full_row
@@ -25,7 +26,6 @@ PREVIEW_CHARS = 60
 # Enough raw text for a 60-character preview after newlines and surrounding blanks go.
 _PREVIEW_FETCH = 400
 BRANCHED = "branched"
-_SENTINEL_BYTES = MULTIMODAL_PREFIX.encode()
 # Columns a projected listing row takes from its lineage's tip (sessiondb-api.md §7).
 TIP_COLUMNS = ("id", "ended_at", "end_reason", "message_count", "tool_call_count", "title",
                "last_active", "preview", "model", "system_prompt")
@@ -40,9 +40,9 @@ def preview_source(session_id: Any) -> Any:
              .where(messages.c.session_id == session_id, messages.c.role == "user",
                     messages.c.content.is_not(None))
              .order_by(messages.c.timestamp, messages.c.id).limit(1).scalar_subquery())
-    # The sentinel starts with NUL, where SQLite's text functions stop: compare bytes.
-    head = func.substr(cast(first, LargeBinary), 1, len(_SENTINEL_BYTES))
-    return case((head == _SENTINEL_BYTES, first), else_=func.substr(first, 1, _PREVIEW_FETCH))
+    # The sentinel starts with NUL, where SQLite's text functions stop (starts_with knows).
+    return case((starts_with(first, MULTIMODAL_PREFIX), first),
+                else_=func.substr(first, 1, _PREVIEW_FETCH))
 
 
 def make_preview(raw: str | None) -> str:
