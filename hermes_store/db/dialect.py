@@ -9,12 +9,12 @@ own way, so that repositories stay dialect-free.
 * :data:`TEXT` — text columns; on PostgreSQL in the ``"C"`` collation, which orders and compares
   by code point exactly as SQLite's ``BINARY`` does (prefix ranges, ``ORDER BY id``) and, like
   SQLite, folds case for ASCII only.
-* :data:`MESSAGE_TEXT` (:class:`StoredText`) — the message columns that hold what a model or a
-  tool wrote. PostgreSQL cannot store NUL in ``text``, while the agent's own format starts
-  multimodal content with one (``"\\x00json:"``) and tool output can hold any byte; there NUL is
-  written as ``U+FFFF '0'`` (and ``U+FFFF`` itself as ``U+FFFF '1'``) and read back unchanged
-  through the column's type (SQL that reads the column raw sees the escaped form: use
-  :func:`escape_nul` for constants compared with it). Other text columns refuse NUL there.
+* :func:`escape_nul` / :func:`unescape_nul` — PostgreSQL cannot store NUL in ``text``, while the
+  agent's own format starts multimodal content with one (``"\\x00json:"``) and ids, prompts and
+  tool output may hold any character. ``db.postgres`` makes every connection write NUL as
+  ``U+FFFF '0'`` (and ``U+FFFF`` itself as ``U+FFFF '1'``) and read it back, so Python sees the
+  text unchanged while SQL sees the escaped form (compare constants through
+  :func:`escape_nul`).
 * :class:`starts_with` — ``stored LIKE prefix%`` for a prefix that may hold NUL (SQLite's text
   functions stop at NUL, so it compares bytes there; PostgreSQL compares the escaped form).
 """
@@ -34,7 +34,6 @@ from sqlalchemy import (
     LargeBinary,
     Table,
     Text,
-    TypeDecorator,
     cast,
     func,
     literal,
@@ -70,24 +69,10 @@ def unescape_nul(stored: str) -> str:
     return _UNESCAPE_RE.sub(lambda m: "\x00" if m.group(1) == "0" else NUL_ESCAPE, stored)
 
 
-class StoredText(TypeDecorator[str]):
-    """``TEXT`` that round-trips NUL on PostgreSQL (used only as that dialect's variant)."""
-
-    impl = Text
-    cache_ok = True
-
-    def process_bind_param(self, value: Any, dialect: Any) -> Any:
-        return escape_nul(value) if isinstance(value, str) else value
-
-    def process_result_value(self, value: Any, dialect: Any) -> Any:
-        return unescape_nul(value) if isinstance(value, str) else value
-
-
 # The column types of the models: SQLite DDL unchanged; PostgreSQL gets 64-bit integers (SQLite's
 # INTEGER is 64-bit), double precision (its REAL is 4 bytes: epoch seconds would lose minutes)
 # and code-point ordered text.
 TEXT = Text().with_variant(Text(collation="C"), PG)
-MESSAGE_TEXT = Text().with_variant(StoredText(collation="C"), PG)
 INTEGER = Integer().with_variant(BigInteger(), PG)
 FLOAT = REAL().with_variant(DOUBLE_PRECISION(), PG)
 

@@ -401,16 +401,18 @@ def run_write(engine: Engine, fn: Callable[[Connection], T], *, budget: float = 
     database.
     """
     server = is_server(engine)
+    level = isolation or postgres.WRITE_ISOLATION
 
     def attempt() -> T:
         with _connect(engine) as conn:
             if server:
-                conn = conn.execution_options(isolation_level=isolation
-                                              or postgres.WRITE_ISOLATION)
+                conn = conn.execution_options(isolation_level=level)
             else:
                 conn = conn.execution_options(hermes_begin="IMMEDIATE")
             with conn.begin():
-                if not server:
+                if server:
+                    postgres.begin_write(conn, level, BUSY_TIMEOUT_S)
+                else:
                     _check_same_file(engine)
                 return fn(conn)
 

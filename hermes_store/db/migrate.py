@@ -25,6 +25,7 @@ it loses nothing, and tools that print it still work.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,7 @@ KNOWN_FTS_TABLES = ("messages_fts", "messages_fts_trigram", "messages_fts_cjk",
                     "messages_fts_trigram_old", "messages_fts_old",
                     "messages_fts_cjk_old")
 UPGRADE_BUDGET_S = 60.0
+_ALEMBIC_LOCK = threading.Lock()
 # Search objects another revision adds beside the modelled columns (FTS5 tables and their shadow
 # tables on SQLite; tsvector columns and their indexes on PostgreSQL): never drift, never
 # dropped by autogenerate, whichever way they are reflected.
@@ -226,7 +228,11 @@ def upgrade(target: Target = None, revision: str = "head", *,
         cfg.attributes["hermes_adopt"] = True
         command.upgrade(cfg, revision)
 
-    run_write(engine, unit, budget=UPGRADE_BUDGET_S, what="upgrade", isolation=READ_COMMITTED)
+    # Alembic keeps its running environment in module globals: one upgrade per process at a
+    # time (other processes take turns through the database's own lock).
+    with _ALEMBIC_LOCK:
+        run_write(engine, unit, budget=UPGRADE_BUDGET_S, what="upgrade",
+                  isolation=READ_COMMITTED)
     with reading(engine) as conn:
         return status_of(conn, location)
 

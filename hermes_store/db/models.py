@@ -15,7 +15,7 @@ from __future__ import annotations
 from sqlalchemy import ForeignKey, Index, MetaData, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from hermes_store.db.dialect import FLOAT, INTEGER, MESSAGE_TEXT, TEXT
+from hermes_store.db.dialect import FLOAT, INTEGER, TEXT
 
 NAMING_CONVENTION = {
     "ix": "idx_%(table_name)s_%(column_0_N_name)s",
@@ -106,15 +106,15 @@ class Message(Base):
     id: Mapped[int] = mapped_column(INTEGER, primary_key=True, autoincrement=True, nullable=True)
     session_id: Mapped[str] = mapped_column(TEXT, ForeignKey("sessions.id"))
     role: Mapped[str] = mapped_column(TEXT)
-    content: Mapped[str | None] = mapped_column(MESSAGE_TEXT)
+    content: Mapped[str | None] = mapped_column(TEXT)
     tool_call_id: Mapped[str | None] = mapped_column(TEXT)
     tool_calls: Mapped[str | None] = mapped_column(TEXT)
     tool_name: Mapped[str | None] = mapped_column(TEXT)
     timestamp: Mapped[float] = mapped_column(FLOAT)
     token_count: Mapped[int | None] = mapped_column(INTEGER)
     finish_reason: Mapped[str | None] = mapped_column(TEXT)
-    reasoning: Mapped[str | None] = mapped_column(MESSAGE_TEXT)
-    reasoning_content: Mapped[str | None] = mapped_column(MESSAGE_TEXT)
+    reasoning: Mapped[str | None] = mapped_column(TEXT)
+    reasoning_content: Mapped[str | None] = mapped_column(TEXT)
     reasoning_details: Mapped[str | None] = mapped_column(TEXT)
     codex_reasoning_items: Mapped[str | None] = mapped_column(TEXT)
     codex_message_items: Mapped[str | None] = mapped_column(TEXT)

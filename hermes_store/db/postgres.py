@@ -8,12 +8,18 @@ What SQLite gets from one file and one write lock, a server gets from transactio
   ``READ COMMITTED`` and never conflict at all;
 * serialization failures (40001), deadlocks (40P01) and lock timeouts (55P03) roll the unit back
   and retry it within the same time budgets as SQLite lock errors (``db.engine`` owns the loop);
+  a serializable unit waits for a lock at most as long as SQLite's busy timeout (``SET LOCAL
+  lock_timeout``), so a transaction that holds rows for minutes makes it give up within its
+  budget instead of hanging (an append skips that round trip: the only locks it meets are
+  other write units', which are short);
 * readers get one ``REPEATABLE READ`` snapshot per transaction, as SQLite's WAL readers do, and
   engines opened read-only make every transaction ``READ ONLY``;
 * no session state outlives a transaction: isolation and read-only travel in each ``BEGIN``, so
   the store works behind a transaction-mode pooler (pgbouncer; with pgbouncer older than 1.21 add
   ``?prepare_threshold=none`` to the URL, because psycopg prepares statements it runs often);
 * the pool pings a connection before lending it, so a restarted server costs one reconnect;
+* text travels NUL-safe: every connection escapes NUL in the strings it sends and unescapes the
+  text it reads (``db.dialect.escape_nul``), because PostgreSQL text cannot hold NUL;
 * a server that cannot be reached is :class:`StoreUnavailableError` naming host and database,
   never the password; constraint failures are worded as SQLite words them.
 
@@ -26,8 +32,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, exc, text
+from sqlalchemy import Connection, Engine, create_engine, event, exc, text
 
+from hermes_store.db.dialect import escape_nul, unescape_nul
 from hermes_store.errors import (
     BackendNotSupportedError,
     HermesStoreError,
@@ -69,6 +76,7 @@ def make_engine(location: StoreLocation, readonly: bool) -> Engine:
         connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
     if "application_name" not in url.query:
         connect_args["application_name"] = "hermes-store"
+    connect_args["client_encoding"] = "utf8"
     options: dict[str, Any] = {"postgresql_readonly": True} if readonly else {}
     try:
         engine = create_engine(url, pool_pre_ping=True, pool_size=POOL_SIZE,
@@ -79,7 +87,26 @@ def make_engine(location: StoreLocation, readonly: bool) -> Engine:
             f"{location.display}: PostgreSQL support needs psycopg 3; install it with "
             "pip install 'hermes-store[postgres]'") from err
     engine.info = {"location": location, "readonly": readonly}  # type: ignore[attr-defined]
+    event.listen(engine, "connect", _nul_safe_text)
     return engine
+
+
+def _nul_safe_text(dbapi_conn: Any, _record: Any) -> None:
+    from psycopg.adapt import Dumper, Loader  # the postgres extra: present once connected
+
+    class NulSafeStr(Dumper):
+        """A str parameter, NUL escaped; sent untyped as psycopg's own str dumper does."""
+
+        def dump(self, obj: str) -> bytes:
+            return escape_nul(obj).encode()
+
+    class NulSafeText(Loader):
+        def load(self, data: Any) -> str:
+            return unescape_nul(bytes(data).decode())
+
+    dbapi_conn.adapters.register_dumper(str, NulSafeStr)
+    for oid_name in ("text", "varchar"):
+        dbapi_conn.adapters.register_loader(oid_name, NulSafeText)
 
 
 def location_of(engine: Engine) -> StoreLocation:
@@ -161,10 +188,19 @@ def _integrity_message(state: str, err: BaseException) -> str:
     return f"{head} ({detail})"
 
 
+def begin_write(conn: Connection, isolation: str, lock_wait_s: float) -> None:
+    """First statement of a write transaction: bound its lock waits (transaction-local)."""
+    if isolation != READ_COMMITTED:
+        conn.exec_driver_sql(f"SET LOCAL lock_timeout = {max(1, int(lock_wait_s * 1000))}")
+
+
 def gave_up(what: str, elapsed: float, attempts: int, err: BaseException) -> str:
-    reason = RETRYABLE.get(sqlstate(err) or "", "conflict")
+    state = sqlstate(err)
+    if state == "55P03":  # worded as SQLite words it: callers match "database is locked"
+        return (f"database is locked: {what} gave up after {elapsed:.1f}s ({attempts} attempts);"
+                " another transaction holds the rows it writes")
     return (f"{what} gave up after {elapsed:.1f}s ({attempts} attempts): concurrent transactions "
-            f"kept conflicting with it (last: {reason})")
+            f"kept conflicting with it (last: {RETRYABLE.get(state or '', 'conflict')})")
 
 
 # --------------------------------------------------------------------------- maintenance
