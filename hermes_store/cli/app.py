@@ -32,11 +32,11 @@ from sqlalchemy import (
     MetaData,
     Table,
     func,
-    literal_column,
     select,
 )
 
 from hermes_store.db import migrate
+from hermes_store.db.dialect import json_values
 from hermes_store.db.engine import open_engine
 from hermes_store.errors import (
     AmbiguousSessionError,
@@ -378,7 +378,7 @@ def filter_clause(conn: Connection, flt: SessionFilter, *,
         # The listing query has its own lineage CTE of the same name: resolve the ids first
         # and pass them as one JSON parameter.
         ids = json.dumps(list(conn.execute(matching).scalars()))
-        matching = select(literal_column("value")).select_from(func.json_each(ids))
+        matching = json_values(conn, ids)
     return lineage.sessions.c.id.in_(matching)
 
 

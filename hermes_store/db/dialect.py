@@ -15,6 +15,9 @@ own way, so that repositories stay dialect-free.
   ``U+FFFF '0'`` (and ``U+FFFF`` itself as ``U+FFFF '1'``) and read it back, so Python sees the
   text unchanged while SQL sees the escaped form (compare constants through
   :func:`escape_nul`).
+* :func:`json_values` — the values of a JSON array passed as one parameter, as a one-column
+  ``value`` select (``json_each`` on SQLite, ``jsonb_array_elements_text`` on PostgreSQL): one
+  bound parameter however many ids, where an ``IN`` list would hit SQLite's variable limit.
 * :class:`starts_with` — ``stored LIKE prefix%`` for a prefix that may hold NUL (SQLite's text
   functions stop at NUL, so it compares bytes there; PostgreSQL compares the escaped form).
 """
@@ -32,13 +35,16 @@ from sqlalchemy import (
     Connection,
     Integer,
     LargeBinary,
+    Select,
     Table,
     Text,
     cast,
     func,
     literal,
+    literal_column,
+    select,
 )
-from sqlalchemy.dialects.postgresql import DOUBLE_PRECISION
+from sqlalchemy.dialects.postgresql import DOUBLE_PRECISION, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.compiler import compiles
@@ -92,6 +98,15 @@ def has_fts5(db: Connection | Session) -> bool:
 def insert(db: Connection | Session, table: Table) -> Any:
     """``INSERT`` for ``db``'s dialect, with ``on_conflict_do_update``/``_do_nothing``."""
     return pg_insert(table) if dialect_name(db) == PG else sqlite_insert(table)
+
+
+def json_values(db: Connection | Session, json_array: str) -> Select[Any]:
+    """``SELECT value FROM <the elements of json_array>`` (text values)."""
+    if dialect_name(db) == PG:
+        array = cast(literal(json_array, Text()), JSONB)  # text in: JSONB would re-encode it
+        elements = func.jsonb_array_elements_text(array).table_valued("value")
+        return select(elements.c.value.collate("C"))
+    return select(literal_column("value")).select_from(func.json_each(json_array))
 
 
 class greatest(FunctionElement[Any]):
