@@ -197,3 +197,13 @@ def test_vacuum_on_a_server_store_is_vacuum_analyze(pg_store: str) -> None:
     analyzed = sql(engine, "SELECT last_vacuum IS NOT NULL AND last_analyze IS NOT NULL "
                            "FROM pg_stat_user_tables WHERE relname = 'state_meta'")
     assert analyzed == [(True,)]
+
+
+def test_the_cli_lists_and_filters_a_server_store(pg_store: str) -> None:
+    with SessionDB(pg_store) as db:
+        db.create_session("20260101_000000_abcdef", "cli")
+        db.append_message("20260101_000000_abcdef", "user", "hello there")
+    code, doc = run_json("--db", pg_store, "list", "--newer-than", "1d")
+    assert code == 0 and [s["id"] for s in doc["sessions"]] == ["20260101_000000_abcdef"]
+    code, doc = run_json("--db", pg_store, "list", "--older-than", "1d")
+    assert code == 0 and doc["sessions"] == []
