@@ -58,6 +58,7 @@ _CONNECTION_CLASS = "08"
 _DISK_FULL = "53100"
 _NO_DATABASE = "3D000"
 _NO_DATABASE_RE = re.compile(r'database ".*" does not exist')
+_LOCK_TIMEOUT = text("SELECT set_config('lock_timeout', :ms, true)")
 _INTEGRITY_WORDS = {"23503": "FOREIGN KEY", "23505": "UNIQUE", "23502": "NOT NULL",
                     "23514": "CHECK"}
 
@@ -190,8 +191,8 @@ def _integrity_message(state: str, err: BaseException) -> str:
 
 def begin_write(conn: Connection, isolation: str, lock_wait_s: float) -> None:
     """First statement of a write transaction: bound its lock waits (transaction-local)."""
-    if isolation != READ_COMMITTED:
-        conn.exec_driver_sql(f"SET LOCAL lock_timeout = {max(1, int(lock_wait_s * 1000))}")
+    if isolation != READ_COMMITTED:  # set_config(…, true) is SET LOCAL with a bound value
+        conn.execute(_LOCK_TIMEOUT, {"ms": str(max(1, int(lock_wait_s * 1000)))})
 
 
 def gave_up(what: str, elapsed: float, attempts: int, err: BaseException) -> str:
