@@ -148,3 +148,33 @@ class PlanChangedError(HermesStoreError):
 
     exit_code = 1
     code = "changed_since_preview"
+
+
+class StoreUnavailableError(HermesStoreError, sqlite3.OperationalError):
+    """The database server cannot be reached (down, refusing, or rejecting our login).
+
+    The message names the host and the database, never the password.
+    """
+
+    exit_code = 9
+    code = "unavailable"
+
+    def __init__(self, message: str, *, host: str | None = None, database: str | None = None):
+        super().__init__(message)
+        self.host = host
+        self.database = database
+
+
+class BackendNotSupportedError(HermesStoreError, NotImplementedError):
+    """The operation exists for one backend only (for example, file maintenance on SQLite)."""
+
+    exit_code = 2
+    code = "unsupported_backend"
+
+
+class StoreIntegrityError(HermesStoreError, sqlite3.IntegrityError):
+    """A constraint refused the write on a database server; worded as SQLite words it
+    ("FOREIGN KEY constraint failed", …) so callers written for either backend match one text."""
+
+    exit_code = 1
+    code = "integrity"

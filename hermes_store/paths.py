@@ -1,11 +1,38 @@
-"""Where the store lives: an explicit path, else $HERMES_HOME/state.db, else ~/.hermes/state.db."""
+"""Where the store lives: a file path or a SQLAlchemy URL.
+
+A location is given explicitly (``--db``, ``SessionDB(db_path)``, ``alembic -x db=…``), else it is
+``$HERMES_STORE_URL`` when set, else ``$HERMES_HOME/state.db``, else ``~/.hermes/state.db``.
+
+Anything shaped ``scheme://…`` is a URL and never a file name (``Path("postgresql://h/db")``
+would quietly become the relative directory ``postgresql:/h``). ``sqlite:///PATH`` names a file
+and is treated exactly like ``PATH``; ``postgresql://`` and ``postgres://`` mean psycopg 3,
+spelled ``postgresql+psycopg`` internally because SQLAlchemy 2.0 and 2.1 pick different drivers
+for a bare ``postgresql://``. A location is shown only through :attr:`StoreLocation.display`,
+which hides the password.
+"""
 
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+from hermes_store.errors import UsageError
+
 DB_FILENAME = "state.db"
+STORE_URL_ENV = "HERMES_STORE_URL"
+PG_DRIVER = "postgresql+psycopg"
+
+# Two or more characters before "://": a one-letter "scheme" is a Windows drive ("C://x").
+_URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+://")
+_PG_NAMES = {"postgresql", "postgres", "postgresql+psycopg", "postgres+psycopg"}
+_SQLITE_NAMES = {"sqlite", "sqlite+pysqlite"}
+# Query parameters that carry secrets: masked like the password wherever a location is shown.
+_SECRET_QUERY_KEYS = ("password", "sslpassword")
 
 
 def hermes_home() -> Path:
@@ -18,10 +45,107 @@ def default_db_path() -> Path:
     return hermes_home() / DB_FILENAME
 
 
-def resolve_db_path(db: str | os.PathLike[str] | None = None, profile: str | None = None) -> Path:
-    """The store to use: ``db`` if given, else the profile's store, else the default."""
+def looks_like_url(text: str) -> bool:
+    return bool(_URL_RE.match(text.strip()))
+
+
+@dataclass(frozen=True)
+class StoreLocation:
+    """One store: ``url`` for SQLAlchemy, ``path`` for a file (``None`` on a server) and the
+    password-free ``display`` used in every message, log line and JSON document."""
+
+    url: URL = field(repr=False)
+    path: Path | None
+    display: str
+
+    @property
+    def is_file(self) -> bool:
+        return self.path is not None
+
+    @property
+    def dialect(self) -> str:
+        return "sqlite" if self.path is not None else self.url.get_backend_name()
+
+    @property
+    def host(self) -> str:
+        return self.url.host or "localhost"
+
+    @property
+    def database(self) -> str:
+        return self.url.database or ""
+
+    def __str__(self) -> str:
+        return self.display
+
+    def __repr__(self) -> str:
+        return f"StoreLocation({self.display!r})"
+
+    @classmethod
+    def for_path(cls, path: str | os.PathLike[str]) -> StoreLocation:
+        p = Path(path).expanduser()
+        return cls(URL.create("sqlite+pysqlite", database=str(p)), p, str(p))
+
+    @classmethod
+    def for_url(cls, url: str | URL) -> StoreLocation:
+        parsed = _parse_url(url)
+        name = parsed.drivername.lower()
+        if name in _SQLITE_NAMES:
+            if not parsed.database or parsed.database == ":memory:":
+                raise UsageError("an in-memory SQLite database cannot hold a store; "
+                                 "give a file path or sqlite:///PATH")
+            return cls.for_path(parsed.database)
+        if name in _PG_NAMES:
+            parsed = parsed.set(drivername=PG_DRIVER)
+            if not parsed.database:
+                raise UsageError(f"{_shown(parsed)}: name the database "
+                                 "(postgresql://USER@HOST/DATABASE)")
+            return cls(parsed, None, _shown(parsed))
+        raise UsageError(
+            f"unsupported store URL {_shown(parsed)!r}: use a file path, sqlite:///PATH or "
+            "postgresql://USER@HOST/DATABASE (psycopg 3)")
+
+
+def _parse_url(url: str | URL) -> URL:
+    if isinstance(url, URL):
+        return url
+    try:
+        return make_url(url.strip())
+    except (ArgumentError, ValueError):
+        scheme = url.strip().split("://", 1)[0]
+        raise UsageError(f"cannot parse the store URL ({scheme}://…)") from None
+
+
+def _shown(url: URL) -> str:
+    """The URL with its password (and secret query parameters) masked."""
+    secrets = {k: "***" for k in _SECRET_QUERY_KEYS if k in url.query}
+    if secrets:
+        url = url.update_query_dict(secrets)
+    return url.render_as_string(hide_password=True)
+
+
+def resolve_location(db: str | os.PathLike[str] | URL | StoreLocation | None = None,
+                     profile: str | None = None) -> StoreLocation:
+    """The store to use: ``db`` if given, else the profile's store, else ``$HERMES_STORE_URL``,
+    else the default file."""
+    if isinstance(db, StoreLocation):
+        return db
+    if isinstance(db, URL):
+        return StoreLocation.for_url(db)
     if db is not None and str(db) != "":
-        return Path(db).expanduser()
+        if isinstance(db, str) and looks_like_url(db):
+            return StoreLocation.for_url(db)
+        return StoreLocation.for_path(db)
     if profile:
-        return Path.home() / ".hermes" / "profiles" / profile / DB_FILENAME
-    return default_db_path()
+        return StoreLocation.for_path(Path.home() / ".hermes" / "profiles" / profile / DB_FILENAME)
+    env = os.environ.get(STORE_URL_ENV, "").strip()
+    if env:
+        return StoreLocation.for_url(env) if looks_like_url(env) else StoreLocation.for_path(env)
+    return StoreLocation.for_path(default_db_path())
+
+
+def resolve_db_path(db: str | os.PathLike[str] | None = None, profile: str | None = None) -> Path:
+    """The store's file; a server URL here is a usage error (the caller needs a file)."""
+    location = resolve_location(db, profile)
+    if location.path is None:
+        raise UsageError(f"{location.display} is a database server, not a file")
+    return location.path

@@ -1,17 +1,19 @@
-"""Alembic environment for the Hermes store (SQLite only).
+"""Alembic environment for the Hermes store (SQLite and PostgreSQL).
 
 * The database is the connection handed over by ``hermes_store.db.migrate`` (Alembic cookbook:
-  sharing a connection), else ``-x db=PATH``, else ``$HERMES_HOME/state.db`` or
-  ``~/.hermes/state.db``. Connections come from ``hermes_store.db.engine``, so pragmas, file modes
-  and our own ``BEGIN`` apply here as everywhere.
-* DDL is transactional: the whole upgrade is one ``BEGIN IMMEDIATE`` transaction, so a revision
-  that fails midway leaves the file at the revision it started from.
+  sharing a connection), else ``-x db=PATH`` or ``-x db=URL``, else ``$HERMES_STORE_URL``, else
+  ``$HERMES_HOME/state.db`` or ``~/.hermes/state.db``. Connections come from
+  ``hermes_store.db.engine``, so pragmas, file modes and our own ``BEGIN`` apply here as
+  everywhere.
+* DDL is transactional on both: the whole upgrade is one transaction (``BEGIN IMMEDIATE`` on
+  SQLite; on PostgreSQL one transaction behind an advisory lock), so a revision that fails
+  midway leaves the store at the revision it started from.
 * Before an upgrade, a legacy store (``schema_version`` without ``alembic_version``) is stamped at
   the revision equal to its number, and orphan FTS5 shadow tables are dropped, inside the same
   transaction.
 * Autogenerate compares only the modelled tables: FTS5 virtual tables and their shadow tables,
-  views, the legacy ``schema_version`` and tables or columns a newer upstream release added are
-  not ours to diff (or drop).
+  views, the legacy ``schema_version``, the PostgreSQL search columns and indexes, and tables or
+  columns a newer upstream release added are not ours to diff (or drop).
 """
 
 from __future__ import annotations
@@ -59,9 +61,13 @@ def run_migrations_online() -> None:
     if connection is not None:
         _run(connection)
         return
-    engine = open_engine(migrate.db_path_from_config(config))
+    engine = open_engine(migrate.location_from_config(config))
     with engine.connect() as conn:
-        _run(conn.execution_options(hermes_begin="IMMEDIATE"))
+        if engine.dialect.name == "sqlite":
+            conn = conn.execution_options(hermes_begin="IMMEDIATE")
+        else:
+            conn = conn.execution_options(isolation_level="READ COMMITTED")
+        _run(conn)
         if conn.in_transaction():
             conn.commit()
 

@@ -1,4 +1,10 @@
-"""Shared fixtures: a fresh store at head per test, and the legacy fixture files by version."""
+"""Shared fixtures: a fresh store per test on either backend, and the legacy fixture files.
+
+``store`` / ``head_store`` are parametrised over ``sqlite`` and ``postgresql`` (see
+``tests/backends.py`` for where the server comes from); a test about SQLite itself (pragmas,
+files, FTS5) carries ``@pytest.mark.sqlite_only`` and gets the SQLite variant alone.
+``store_path`` / ``head_db`` stay SQLite files.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from backends import PgServer, pg_required
 
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
@@ -22,6 +29,77 @@ def _forget_engines(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator
     monkeypatch.setenv("HERMES_HOME", str(tmp_path / "hermes_home"))
     yield
     engine_mod.dispose_all()
+
+
+BACKENDS = ("sqlite", "postgresql")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        only = metafunc.definition.get_closest_marker("sqlite_only") is not None
+        metafunc.parametrize("backend", BACKENDS[:1] if only else BACKENDS, indirect=True)
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    server, reason = PgServer.find()
+    if server is None:
+        if pg_required():
+            pytest.fail(f"HERMES_STORE_REQUIRE_PG is set but {reason}", pytrace=False)
+        pytest.skip(reason)
+    yield server
+    engine_mod.dispose_all()
+    server.close()
+
+
+def _server_store(request: pytest.FixtureRequest, *, at_head: bool) -> Iterator[str]:
+    server: PgServer = request.getfixturevalue("pg_server")
+    url = server.head_database() if at_head else server.empty_database()
+    yield url
+    engine_mod.dispose_all()
+    server.drop(url)
+
+
+@pytest.fixture
+def store(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """Where this test's store lives: a file path with nothing there yet, or the URL of a fresh
+    PostgreSQL database already at head (cloned: an upgrade per test would cost more)."""
+    if backend == "sqlite":
+        yield str(tmp_path / "state.db")
+        return
+    yield from _server_store(request, at_head=True)
+
+
+@pytest.fixture
+def empty_store(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A store with no tables yet on either backend (a missing file; an empty database)."""
+    if backend == "sqlite":
+        yield str(tmp_path / "state.db")
+        return
+    yield from _server_store(request, at_head=False)
+
+
+@pytest.fixture
+def pg_store(request: pytest.FixtureRequest) -> Iterator[str]:
+    """For tests about the server itself: a fresh PostgreSQL database at head."""
+    yield from _server_store(request, at_head=True)
+
+
+@pytest.fixture
+def pg_empty_store(request: pytest.FixtureRequest) -> Iterator[str]:
+    yield from _server_store(request, at_head=False)
+
+
+@pytest.fixture
+def head_store(store: str, backend: str) -> str:
+    if backend == "sqlite":
+        migrate.upgrade(store)
+    return store
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ a crash, a silent truncation or a half-written row (docs/contracts.md#errors).""
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 
 import pytest
 
@@ -14,8 +13,8 @@ LONE = "half \ud83d of an emoji"
 
 
 @pytest.fixture
-def db(store_path: Path):
-    with SessionDB(store_path) as instance:
+def db(store: str):
+    with SessionDB(store) as instance:
         instance.create_session("s1", "cli")
         yield instance
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from backends import sql, sql_many
 
 from hermes_store import SessionDB
 
@@ -12,14 +11,14 @@ T = 1_790_000_000.0
 
 
 @pytest.fixture
-def db(store_path: Path):
-    with SessionDB(store_path) as instance:
+def db(store: str):
+    with SessionDB(store) as instance:
         yield instance
 
 
 def make(db: SessionDB, sid: str, started: float, source: str = "cli") -> None:
     db.create_session(sid, source, system_prompt="prompt " * 3000)
-    db._conn.execute("UPDATE sessions SET started_at = ? WHERE id = ?", (started, sid))
+    sql(db, "UPDATE sessions SET started_at = :t WHERE id = :id", t=started, id=sid)
 
 
 def test_export_session_is_get_session_plus_messages(db: SessionDB) -> None:
@@ -65,7 +64,8 @@ def test_export_includes_open_archived_and_pinned_sessions(db: SessionDB) -> Non
 
 def test_export_all_has_no_silent_cap_and_iter_export_streams(db: SessionDB) -> None:
     rows = [(f"s{i:04d}", "cli", T + i) for i in range(450)]
-    db._conn.executemany("INSERT INTO sessions (id, source, started_at) VALUES (?, ?, ?)", rows)
+    sql_many(db, "INSERT INTO sessions (id, source, started_at) VALUES (:id, :source, :t)",
+             [{"id": sid, "source": source, "t": t} for sid, source, t in rows])
     db.append_message("s0007", "user", "x")
     stream = db.iter_export(batch=100)
     first = next(stream)

@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from backends import holding_write_lock
 
 from hermes_store import SessionDB
 from hermes_store.db import engine as engine_mod
@@ -19,8 +20,8 @@ from hermes_store.errors import SchemaMismatchError, StoreNotFoundError
 
 
 @pytest.fixture
-def db(store_path: Path):
-    with SessionDB(store_path) as instance:
+def db(store: str):
+    with SessionDB(store) as instance:
         yield instance
 
 
@@ -53,9 +54,10 @@ def test_a_str_path_works_and_parent_directories_are_created(tmp_path: Path) -> 
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
 
 
-def test_a_new_store_is_created_at_head(store_path: Path) -> None:
-    SessionDB(store_path).close()
-    assert migrate.status(store_path).at_head
+def test_a_new_store_is_created_at_head(empty_store: str) -> None:
+    assert migrate.status(empty_store).state in ("missing", "empty")
+    SessionDB(empty_store).close()
+    assert migrate.status(empty_store).at_head
 
 
 @pytest.mark.parametrize("version", [1, 6, 11, 21])
@@ -66,16 +68,10 @@ def test_a_legacy_store_is_upgraded_on_open_and_keeps_its_sessions(legacy_db, ve
         assert migrate.status(path).at_head
 
 
-def test_opening_a_current_store_writes_nothing(head_db: Path) -> None:
+def test_opening_a_current_store_writes_nothing(head_store: str) -> None:
     # Another connection holds the write lock: any write on open would fail or wait.
-    holder = sqlite3.connect(head_db, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
-    try:
-        with SessionDB(head_db) as db:
-            assert db.session_count() == 0
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
+    with holding_write_lock(head_store), SessionDB(head_store) as db:
+        assert db.session_count() == 0
 
 
 def test_readonly_open_refuses_a_store_behind_head(legacy_db) -> None:
@@ -93,10 +89,10 @@ def test_readonly_open_of_a_missing_store_is_not_found(tmp_path: Path) -> None:
     assert not (tmp_path / "nowhere").exists()
 
 
-def test_readonly_open_reads_a_current_store(head_db: Path) -> None:
-    with SessionDB(head_db) as db:
+def test_readonly_open_reads_a_current_store(head_store: str) -> None:
+    with SessionDB(head_store) as db:
         db.create_session("s1", "cli")
-    with SessionDB(head_db, readonly=True) as ro:
+    with SessionDB(head_store, readonly=True) as ro:
         assert ro.get_session("s1")["source"] == "cli"
 
 
@@ -119,6 +115,7 @@ def test_a_foreign_database_is_refused_untouched(tmp_path: Path) -> None:
     assert names == {"stuff"}
 
 
+@pytest.mark.sqlite_only
 def test_connections_use_the_documented_pragmas(db: SessionDB) -> None:
     conn = db._conn
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -127,6 +124,7 @@ def test_connections_use_the_documented_pragmas(db: SessionDB) -> None:
     assert conn.execute("PRAGMA journal_size_limit").fetchone()[0] == 64 * 1024 * 1024
 
 
+@pytest.mark.sqlite_only
 def test_the_store_and_its_wal_are_private_to_the_user(db: SessionDB) -> None:
     db.create_session("s1", "cli")
     wal = Path(str(db.db_path) + "-wal")
@@ -138,21 +136,21 @@ def test_the_store_and_its_wal_are_private_to_the_user(db: SessionDB) -> None:
 # --------------------------------------------------------------------------- closing
 
 
-def test_context_manager_returns_the_instance_and_closes(store_path: Path) -> None:
-    with SessionDB(store_path) as db:
+def test_context_manager_returns_the_instance_and_closes(store: str) -> None:
+    with SessionDB(store) as db:
         assert isinstance(db, SessionDB)
     with pytest.raises(sqlite3.ProgrammingError, match="Cannot operate on a closed database."):
         db.session_count()
 
 
-def test_context_manager_never_swallows_exceptions(store_path: Path) -> None:
+def test_context_manager_never_swallows_exceptions(store: str) -> None:
     with pytest.raises(KeyError):
-        with SessionDB(store_path):
+        with SessionDB(store):
             raise KeyError("boom")
 
 
-def test_close_is_idempotent(store_path: Path) -> None:
-    db = SessionDB(store_path)
+def test_close_is_idempotent(store: str) -> None:
+    db = SessionDB(store)
     db.close()
     db.close()
 
@@ -167,15 +165,15 @@ def test_close_is_idempotent(store_path: Path) -> None:
     lambda db: db._conn,
     lambda db: db._execute_write(lambda c: None),
 ])
-def test_every_call_after_close_raises_programming_error(store_path: Path, call) -> None:
-    db = SessionDB(store_path)
+def test_every_call_after_close_raises_programming_error(store: str, call) -> None:
+    db = SessionDB(store)
     db.close()
     with pytest.raises(sqlite3.ProgrammingError, match=r"^Cannot operate on a closed database\.$"):
         call(db)
 
 
-def test_two_instances_on_one_file_share_the_engine(store_path: Path) -> None:
-    with SessionDB(store_path) as a, SessionDB(str(store_path)) as b:
+def test_two_instances_on_one_store_share_the_engine(store: str) -> None:
+    with SessionDB(store) as a, SessionDB(store) as b:
         assert a.engine is b.engine
         a.create_session("s1", "cli")
         assert b.get_session("s1") is not None
@@ -184,6 +182,7 @@ def test_two_instances_on_one_file_share_the_engine(store_path: Path) -> None:
 # --------------------------------------------------------------------------- compat hooks
 
 
+@pytest.mark.sqlite_only
 def test_raw_connection_hook_is_autocommit_with_row_factory(db: SessionDB) -> None:
     db.create_session("s1", "cli")
     conn = db._conn
@@ -195,6 +194,7 @@ def test_raw_connection_hook_is_autocommit_with_row_factory(db: SessionDB) -> No
     assert db.get_session_title("s1") == "raw"
 
 
+@pytest.mark.sqlite_only
 def test_execute_write_runs_one_transaction_and_returns_its_result(db: SessionDB) -> None:
     db.create_session("s1", "cli")
     got = db._execute_write(lambda c: c.execute(
@@ -243,37 +243,27 @@ def test_an_instance_may_be_shared_by_threads(db: SessionDB) -> None:
 def test_an_exhausted_lock_budget_raises_operational_error(db: SessionDB, monkeypatch) -> None:
     db.create_session("s1", "cli")
     monkeypatch.setattr(engine_mod, "WRITE_BUDGET_S", 0.3)
-    holder = sqlite3.connect(db.db_path, isolation_level=None, timeout=0)
-    holder.execute("BEGIN IMMEDIATE")
-    try:
-        with pytest.raises(sqlite3.OperationalError, match="database is locked"):
-            db.end_session("s1", "user_exit")
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
+    with holding_write_lock(db.location), \
+            pytest.raises(sqlite3.OperationalError, match="database is locked"):
+        db.end_session("s1", "user_exit")
     assert db.get_session("s1")["ended_at"] is None
 
 
 def test_reads_never_wait_for_the_write_lock(db: SessionDB) -> None:
     db.create_session("s1", "cli")
-    holder = sqlite3.connect(db.db_path, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
-    holder.execute("UPDATE sessions SET title = 'uncommitted'")
-    try:
+    with holding_write_lock(db.location) as execute:
+        execute("UPDATE sessions SET title = 'uncommitted'")
         assert db.get_session("s1")["title"] is None
         assert db.list_sessions_rich()[0]["id"] == "s1"
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
 
 
 def test_creates_and_appends_get_the_long_budget_other_writes_the_short(db, monkeypatch) -> None:
     budgets: list[tuple[str, float]] = []
     real = engine_mod.run_write
 
-    def spy(eng, fn, *, budget, what):
+    def spy(eng, fn, *, budget, what, **kw):
         budgets.append((what, budget))
-        return real(eng, fn, budget=budget, what=what)
+        return real(eng, fn, budget=budget, what=what, **kw)
 
     monkeypatch.setattr(engine_mod, "run_write", spy)
     db.create_session("s1", "cli")
@@ -541,7 +531,7 @@ def test_token_update_for_a_missing_row_creates_it_in_the_same_transaction(db) -
     db.update_token_counts("new", input_tokens=3, model="m")
     row = db.get_session("new")
     assert (row["source"], row["model"], row["input_tokens"]) == ("unknown", "m", 3)
-    assert os.path.exists(db.db_path)
+    assert db.db_path is None or os.path.exists(db.db_path)
 
 
 # --------------------------------------------------------------------------- lineage tip

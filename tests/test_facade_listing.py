@@ -3,9 +3,8 @@ and the seed's "recent sessions" and "token usage" queries."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from backends import sql
 
 from hermes_store import SessionDB
 from hermes_store.db import engine as engine_mod
@@ -15,8 +14,8 @@ T = 1_790_000_000.0
 
 
 @pytest.fixture
-def db(store_path: Path):
-    with SessionDB(store_path) as instance:
+def db(store: str):
+    with SessionDB(store) as instance:
         yield instance
 
 
@@ -26,8 +25,8 @@ def make(db: SessionDB, sid: str, started: float, *, source: str = "cli",
     db.create_session(sid, source, parent_session_id=parent, **kw)
     if title is not None:
         db.set_session_title(sid, title)
-    db._conn.execute("UPDATE sessions SET started_at = ?, ended_at = ?, end_reason = ? "
-                     "WHERE id = ?", (started, ended, reason, sid))
+    sql(db, "UPDATE sessions SET started_at = :s, ended_at = :e, end_reason = :r WHERE id = :id",
+        s=started, e=ended, r=reason, id=sid)
 
 
 def ids(rows: list[dict]) -> list[str]:

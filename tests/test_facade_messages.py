@@ -7,24 +7,24 @@ import logging
 import math
 import sqlite3
 import time
-from pathlib import Path
 
 import pytest
+from backends import sql
 
 from hermes_store import SessionDB
 from hermes_store.repo import bigrams
 
 
 @pytest.fixture
-def db(store_path: Path):
-    with SessionDB(store_path) as instance:
+def db(store: str):
+    with SessionDB(store) as instance:
         instance.create_session("s1", "cli")
         yield instance
 
 
 def raw(db: SessionDB, column: str, message_id: int):
-    return db._conn.execute(f"SELECT {column} FROM messages WHERE id = ?",  # noqa: S608 - fixed
-                            (message_id,)).fetchone()[0]
+    return sql(db, f"SELECT {column} FROM messages WHERE id = :id",  # noqa: S608 - fixed
+               id=message_id)[0][0]
 
 
 # --------------------------------------------------------------------------- append
@@ -177,7 +177,7 @@ def test_get_messages_decodes_tool_calls_and_keeps_extras_as_json_text(db: Sessi
 
 def test_broken_tool_call_json_reads_as_empty_list_with_a_warning(db, caplog) -> None:
     mid = db.append_message("s1", "assistant", "x", tool_calls=[{"id": "c1"}])
-    db._conn.execute("UPDATE messages SET tool_calls = '[{broken' WHERE id = ?", (mid,))
+    sql(db, "UPDATE messages SET tool_calls = '[{broken' WHERE id = :id", id=mid)
     with caplog.at_level(logging.WARNING):
         assert db.get_messages("s1")[0]["tool_calls"] == []
     assert "tool_calls" in caplog.text
@@ -216,7 +216,7 @@ def test_conversation_adds_optional_keys_only_when_present(db: SessionDB) -> Non
 
 def test_undecodable_extras_replay_as_none(db: SessionDB) -> None:
     mid = db.append_message("s1", "assistant", "x", reasoning_details=[1])
-    db._conn.execute("UPDATE messages SET reasoning_details = '{nope' WHERE id = ?", (mid,))
+    sql(db, "UPDATE messages SET reasoning_details = '{nope' WHERE id = :id", id=mid)
     assert db.get_messages_as_conversation("s1")[0]["reasoning_details"] is None
 
 
@@ -257,7 +257,7 @@ def test_a_resent_prompt_after_an_answer_is_kept(db: SessionDB) -> None:
 def test_ancestor_replay_survives_a_parent_cycle(db: SessionDB) -> None:
     db.create_session("a", "cli")
     db.create_session("b", "cli", parent_session_id="a")
-    db._conn.execute("UPDATE sessions SET parent_session_id = 'b' WHERE id = 'a'")
+    sql(db, "UPDATE sessions SET parent_session_id = 'b' WHERE id = 'a'")
     db.append_message("a", "user", "in a")
     db.append_message("b", "user", "in b")
     turns = db.get_messages_as_conversation("b", include_ancestors=True)
@@ -273,8 +273,12 @@ def test_conversation_of_an_unknown_session_is_empty(db: SessionDB) -> None:
 
 
 def _fts_hits(db: SessionDB, word: str) -> int:
-    return db._conn.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?",
-                            (word,)).fetchone()[0]
+    """Rows of the FTS5 word index matching ``word``; on PostgreSQL (whose search objects are
+    their own) the messages that hold it."""
+    if db.location.dialect == "sqlite":
+        return db._conn.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?",
+                                (word,)).fetchone()[0]
+    return sql(db, "SELECT count(*) FROM messages WHERE content LIKE :w", w=f"%{word}%")[0][0]
 
 
 def test_clear_messages_removes_rows_index_entries_and_zeroes_counters(db: SessionDB) -> None:
@@ -294,7 +298,7 @@ def test_message_count_counts_rows_and_only_none_means_all(db: SessionDB) -> Non
     db.append_message("s1", "user", "a")
     db.create_session("s2", "cli")
     db.append_message("s2", "user", "b")
-    db._conn.execute("UPDATE sessions SET message_count = 99")
+    sql(db, "UPDATE sessions SET message_count = 99")
     assert db.message_count() == 2
     assert db.message_count("s1") == 1
     assert db.message_count("") == 0

@@ -3,8 +3,6 @@ ORM Session (or Connection), never commit, and the caller's rollback undoes thei
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
@@ -17,8 +15,8 @@ T = 1_790_000_000.0
 
 
 @pytest.fixture
-def eng(head_db: Path) -> Engine:
-    return engine_mod.open_engine(head_db)
+def eng(head_store: str) -> Engine:
+    return engine_mod.open_engine(head_store)
 
 
 def test_repositories_work_inside_an_orm_session_the_caller_commits(eng: Engine) -> None:

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from backends import sql
 
 from hermes_store import SessionDB
 from hermes_store.repo import sessions as sessions_repo
 
 
 @pytest.fixture
-def db(store_path: Path):
-    with SessionDB(store_path) as instance:
+def db(store: str):
+    with SessionDB(store) as instance:
         yield instance
 
 
@@ -20,7 +19,7 @@ def titled(db: SessionDB, *pairs: tuple[str, str], started: list[float] | None =
     for i, (sid, title) in enumerate(pairs):
         db.create_session(sid, "cli")
         if started is not None:
-            db._conn.execute("UPDATE sessions SET started_at = ? WHERE id = ?", (started[i], sid))
+            sql(db, "UPDATE sessions SET started_at = :t WHERE id = :id", t=started[i], id=sid)
         assert db.set_session_title(sid, title) is True
 
 

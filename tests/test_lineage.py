@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from sqlalchemy import Engine, insert, select, text, update
 
@@ -71,8 +69,8 @@ def _insert(eng: Engine, rows: list[dict]) -> None:
 
 
 @pytest.fixture
-def tree(head_db: Path) -> Engine:
-    eng = engine_mod.open_engine(head_db)
+def tree(head_store: str) -> Engine:
+    eng = engine_mod.open_engine(head_store)
     _insert(eng, TREE)
     return eng
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
+from backends import column_names, sql, table_names
 from conftest import LEGACY_VERSIONS
 
 from hermes_store.db import migrate
@@ -54,11 +56,11 @@ def _fts_tables(path: Path) -> list[str]:
         con.close()
 
 
-def test_empty_file_reaches_head_without_drift(store_path: Path) -> None:
-    after = migrate.upgrade(store_path)
+def test_empty_store_reaches_head_without_drift(empty_store: str) -> None:
+    after = migrate.upgrade(empty_store)
     assert after.state == "up-to-date"
     assert after.current == migrate.head_revision()
-    assert migrate.check(store_path) == []
+    assert migrate.check(empty_store) == []
 
 
 def test_second_upgrade_writes_nothing(head_db: Path) -> None:
@@ -160,14 +162,11 @@ def test_old_search_terms_are_still_found(legacy_db, version: int) -> None:
                 assert _search_ids(path, term.strip('"'), source_filter=every_source) >= expected
 
 
-def test_a_store_with_tables_but_no_version_is_refused(store_path: Path) -> None:
-    con = sqlite3.connect(store_path)
-    con.execute("CREATE TABLE sessions (id TEXT)")
-    con.commit()
-    con.close()
+def test_a_store_with_tables_but_no_version_is_refused(empty_store: str) -> None:
+    sql(open_engine(empty_store), "CREATE TABLE sessions (id TEXT)")
     with pytest.raises(SchemaMismatchError):
-        migrate.upgrade(store_path)
-    assert _tables(store_path) == {"sessions"}
+        migrate.upgrade(empty_store)
+    assert table_names(empty_store) == {"sessions"}
 
 
 FAILING_REVISION = '''
@@ -202,14 +201,14 @@ def failing_location(tmp_path: Path) -> str:
     return str(location)
 
 
-def test_failing_revision_leaves_the_store_at_its_previous_revision(head_db: Path,
+def test_failing_revision_leaves_the_store_at_its_previous_revision(head_store: str,
                                                                    failing_location: str) -> None:
     with pytest.raises(RuntimeError, match="boom midway"):
-        migrate.upgrade(head_db, location=failing_location)
-    assert migrate.status(head_db).current == migrate.head_revision()
-    assert "half_done" not in _tables(head_db)
-    assert "half_column" not in _rows_columns(head_db, "sessions")
-    assert _rows(head_db, "state_meta") == []
+        migrate.upgrade(head_store, location=failing_location)
+    assert migrate.status(head_store).current == migrate.head_revision()
+    assert "half_done" not in table_names(head_store)
+    assert "half_column" not in column_names(head_store, "sessions")
+    assert sql(open_engine(head_store), "SELECT * FROM state_meta") == []
 
 
 def test_failing_revision_rolls_back_a_whole_legacy_adoption(legacy_db, failing_location: str) -> None:
@@ -228,3 +227,46 @@ def _rows_columns(path: Path, table: str) -> list[str]:
         return [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
     finally:
         con.close()
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+
+
+def test_the_alembic_command_line_takes_a_url_or_a_path(empty_store: str) -> None:
+    from alembic.config import main as alembic_main
+
+    ini = Path(__file__).resolve().parent.parent / "alembic.ini"
+    alembic_main(argv=["-c", str(ini), "-x", f"db={empty_store}", "upgrade", "head"])
+    assert migrate.status(empty_store).at_head
+    assert migrate.check(empty_store) == []
+
+
+def test_check_sees_a_column_type_changed_on_the_server(pg_store: str) -> None:
+    sql(open_engine(pg_store), "ALTER TABLE messages ALTER COLUMN timestamp TYPE real")
+    drift = migrate.check(pg_store)
+    assert [op[0][:4] for op in drift] == [("modify_type", None, "messages", "timestamp")]
+
+
+def test_a_server_store_is_empty_before_and_has_no_legacy_tables_after(pg_empty_store) -> None:
+    assert migrate.status(pg_empty_store).state == "empty"
+    migrate.upgrade(pg_empty_store)
+    assert table_names(pg_empty_store) == {"alembic_version", "sessions", "messages",
+                                           "state_meta"}
+
+
+def test_concurrent_upgrades_of_one_server_store_take_turns(pg_empty_store: str) -> None:
+    results: list[object] = []
+
+    def up() -> None:
+        try:
+            results.append(migrate.upgrade(pg_empty_store).state)
+        except Exception as err:  # noqa: BLE001 - reported by the assertion
+            results.append(err)
+
+    threads = [threading.Thread(target=up) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == ["up-to-date"] * 3
+    assert migrate.check(pg_empty_store) == []

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from sqlalchemy import Engine, func, insert, select
 
@@ -22,8 +20,8 @@ def _days_ago(n: float) -> float:
 
 
 @pytest.fixture
-def eng(head_db: Path) -> Engine:
-    return engine_mod.open_engine(head_db)
+def eng(head_store: str) -> Engine:
+    return engine_mod.open_engine(head_store)
 
 
 def add(eng: Engine, sid: str, *, age: float, parent: str | None = None,

@@ -2,7 +2,8 @@
 exit codes, progress, confirmation, session ids by unique prefix, the filter flags.
 
 Exit codes (docs/cli.md#exit-codes): 0 ok, 1 failure, 2 usage, 3 not found, 4 ambiguous id,
-5 busy/held, 6 schema mismatch, 7 damage, 8 partial, 130 interrupted.
+5 busy/held, 6 schema mismatch, 7 damage, 8 partial, 9 database server unavailable,
+130 interrupted.
 
 Results go to stdout (one JSON document with ``--json``); notes, warnings, progress and prompts
 go to stderr. Reading commands open the store read-only and never migrate it.
@@ -33,7 +34,7 @@ from hermes_store.errors import (
     StoreNotFoundError,
     UsageError,
 )
-from hermes_store.paths import resolve_db_path
+from hermes_store.paths import StoreLocation, resolve_location
 from hermes_store.repo import lineage
 from hermes_store.repo.filters import SessionFilter
 from hermes_store.version import __version__
@@ -56,7 +57,9 @@ def stdin_is_tty() -> bool:
 
 @dataclass
 class Ctx:
-    db: Path
+    # The store: its file, or (on a database server) its location, which prints without the
+    # password. File-only commands take ``db`` as a Path.
+    db: Path | StoreLocation
     as_json: bool
     quiet: bool
 
@@ -253,8 +256,9 @@ def open_write(obj: Ctx) -> Any:
     return open_engine(obj.db)
 
 
-def need_store(path: Path) -> None:
-    if not path.exists():
+def need_store(path: Path | StoreLocation) -> None:
+    # A server's database is there or the connection says why not (exit 3 or 9).
+    if isinstance(path, Path) and not path.exists():
         raise StoreNotFoundError(f"no store at {path}")
 
 
@@ -312,24 +316,30 @@ def filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @click.group(cls=StoreGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="The store (default: $HERMES_HOME/state.db, else ~/.hermes/state.db).")
+@click.option("--db", default=None, metavar="PATH|URL",
+              help="The store: a SQLite file or a URL such as postgresql://USER@HOST/DB "
+                   "(default: $HERMES_STORE_URL, else $HERMES_HOME/state.db, "
+                   "else ~/.hermes/state.db).")
 @click.option("--profile", default=None, help="Use ~/.hermes/profiles/NAME/state.db.")
 @click.option("--json", "as_json", is_flag=True, help="Exactly one JSON document on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="No notes or progress on stderr.")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_print_version, help="Print the version and the head schema revision.")
 @click.pass_context
-def main(ctx: click.Context, db: Path | None, profile: str | None, as_json: bool,
+def main(ctx: click.Context, db: str | None, profile: str | None, as_json: bool,
          quiet: bool) -> None:
     """Maintain the Hermes agent's session store.
 
     Exit codes: 0 ok, 1 failure or declined, 2 usage, 3 not found, 4 ambiguous id,
-    5 busy or held, 6 schema mismatch, 7 damage, 8 partial, 130 interrupted.
+    5 busy or held, 6 schema mismatch, 7 damage, 8 partial, 9 server unavailable,
+    130 interrupted.
 
     \b
     Example:
       hermes-store --db ~/.hermes/state.db upgrade
+      hermes-store --db postgresql://hermes@db.example/hermes check
       hermes-store --json stats
     """
-    ctx.obj = Ctx(db=resolve_db_path(db, profile), as_json=as_json, quiet=quiet)
+    ctx.obj = Ctx(db=Path(), as_json=as_json, quiet=quiet)
+    location = resolve_location(db, profile)  # an unusable URL is exit 2, with --json too
+    ctx.obj.db = location.path or location

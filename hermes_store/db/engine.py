@@ -1,4 +1,6 @@
-"""The one SQLite connection policy of hermes_store.
+"""How hermes_store talks to its database: the one SQLite connection policy, and the public
+functions (``open_engine``, ``reading``, ``run_write`` …) that dispatch to ``db.postgres`` for a
+PostgreSQL store, so that nothing above this layer branches on the backend.
 
 Everything about how we talk to the file lives here, so that the facade, the CLI, Alembic and
 the tests all get the same behaviour:
@@ -36,7 +38,9 @@ from sqlalchemy import Connection, Engine, create_engine, event, exc
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
 
+from hermes_store.db import postgres
 from hermes_store.errors import (
+    BackendNotSupportedError,
     HermesStoreError,
     SearchIndexMissingError,
     StoreBusyError,
@@ -45,6 +49,7 @@ from hermes_store.errors import (
     StoreNotFoundError,
     StoreReplacedError,
 )
+from hermes_store.paths import StoreLocation, resolve_location
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +63,9 @@ FAST_PHASE_S = 2.0
 CHECKPOINT_EVERY_N_WRITES = 50
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
 FILE_MODE = 0o600
+
+# PostgreSQL isolation for write units made only of atomic statements (see db.postgres).
+READ_COMMITTED = postgres.READ_COMMITTED
 
 _BEGIN_MODES = frozenset({"DEFERRED", "IMMEDIATE", "EXCLUSIVE"})
 # Errors that mean "this filesystem cannot do WAL" (network and FUSE mounts).
@@ -227,7 +235,7 @@ def _install_transaction_control(engine: Engine) -> None:
         conn.exec_driver_sql(f"BEGIN {mode}")
 
 
-def _make_engine(path: str, readonly: bool) -> Engine:
+def _make_engine(path: str, readonly: bool, location: StoreLocation) -> Engine:
     # A small pool: reusing connections keeps the WAL open between writes (closing the last
     # connection checkpoints and deletes it, which is slow and races other processes' sidecars).
     identity = _identity(path)
@@ -240,7 +248,7 @@ def _make_engine(path: str, readonly: bool) -> Engine:
     )
     _install_transaction_control(engine)
     engine.info = {"path": path, "readonly": readonly,  # type: ignore[attr-defined]
-                   "identity": identity}
+                   "identity": identity, "location": location}
     return engine
 
 
@@ -269,9 +277,19 @@ def _check_same_file(engine: Engine) -> None:
             "written. Restart the process so that it opens the current file.")
 
 
-def open_engine(path: str | os.PathLike[str], *, readonly: bool = False) -> Engine:
-    """The process-wide Engine for ``path``; read-write opens create the file (0600) if missing."""
-    p = Path(path).expanduser()
+def open_engine(target: str | os.PathLike[str] | StoreLocation, *,
+                readonly: bool = False) -> Engine:
+    """The process-wide Engine for a store (a path, a URL or a :class:`StoreLocation`);
+    read-write opens of a file create it (0600) if missing."""
+    location = resolve_location(target)
+    if location.path is None:
+        key = (location.url.render_as_string(hide_password=False), readonly)
+        with _registry_lock:
+            engine = _engines.get(key)
+            if engine is None:
+                engine = _engines[key] = postgres.make_engine(location, readonly)
+        return engine
+    p = location.path
     if readonly:
         if not p.exists():
             raise StoreNotFoundError(f"no store at {p}")
@@ -281,12 +299,35 @@ def open_engine(path: str | os.PathLike[str], *, readonly: bool = False) -> Engi
     with _registry_lock:
         engine = _engines.get(key)
         if engine is None:
-            engine = _engines[key] = _make_engine(key[0], readonly)
+            engine = _engines[key] = _make_engine(key[0], readonly, location)
     return engine
 
 
+def is_server(engine: Engine) -> bool:
+    """True for a database server (PostgreSQL), False for a SQLite file."""
+    return engine.dialect.name != "sqlite"
+
+
+def engine_location(engine: Engine) -> StoreLocation:
+    found = engine.info.get("location")  # type: ignore[attr-defined]
+    return found if found is not None else StoreLocation.for_path(str(engine.url.database))
+
+
 def engine_path(engine: Engine) -> str:
+    """The store's file; a server has none, and file operations on it are refused plainly."""
+    if is_server(engine):
+        raise BackendNotSupportedError(
+            f"{engine_location(engine).display} is a PostgreSQL database: this operation works "
+            "on a SQLite file only")
     return str(engine.url.database)
+
+
+def _connect(engine: Engine) -> Connection:
+    return postgres.connect(engine) if is_server(engine) else engine.connect()
+
+
+def _translate(engine: Engine, err: BaseException) -> BaseException:
+    return postgres.unwrap(err, engine_location(engine)) if is_server(engine) else unwrap(err)
 
 
 def forget(path: str | os.PathLike[str]) -> None:
@@ -316,63 +357,88 @@ def _sleep_for(elapsed: float) -> float:
 
 
 def _retrying(engine: Engine, attempt: Callable[[], T], *, budget: float, what: str) -> T:
-    """Run ``attempt()`` under this file's in-process write lock, retrying lock errors.
+    """Run ``attempt()`` (under this file's in-process write lock on SQLite), retrying lock
+    errors, and on PostgreSQL serialization failures and deadlocks.
 
     Each retry waits a jittered interval (short at first, longer once a sibling has held the
     lock for a while) and never sleeps past ``budget``; then :class:`StoreBusyError` (an
     ``sqlite3.OperationalError``) says how long we waited. Other errors propagate at once, as
-    the ``sqlite3`` error behind them.
+    the ``sqlite3`` error behind them (on PostgreSQL: our error for it, else psycopg's).
     """
-    state = _file_state(engine_path(engine))
+    server = is_server(engine)
+    lock = contextlib.nullcontext() if server else _file_state(engine_path(engine)).write_lock
+    retryable = postgres.is_retryable if server else is_lock_error
     start = time.monotonic()
     attempts = 0
     while True:
         attempts += 1
         try:
-            with state.write_lock:
+            with lock:
                 return attempt()
         except Exception as err:  # noqa: BLE001 - classified below
-            if not is_lock_error(err):
-                translated = unwrap(err)
+            if not retryable(err):
+                translated = _translate(engine, err)
                 if translated is err:
                     raise
                 raise translated from err
             elapsed = time.monotonic() - start
             if elapsed >= budget:
-                raise StoreBusyError(
-                    f"database is locked: {what} gave up after {elapsed:.1f}s "
-                    f"({attempts} attempts); another process holds the write lock",
-                    waited_s=elapsed, attempts=attempts,
-                ) from err
+                message = (postgres.gave_up(what, elapsed, attempts, err) if server else
+                           f"database is locked: {what} gave up after {elapsed:.1f}s "
+                           f"({attempts} attempts); another process holds the write lock")
+                raise StoreBusyError(message, waited_s=elapsed, attempts=attempts) from err
             time.sleep(min(_sleep_for(elapsed), max(0.0, budget - elapsed)))
 
 
 def run_write(engine: Engine, fn: Callable[[Connection], T], *, budget: float = WRITE_BUDGET_S,
-              what: str = "write") -> T:
-    """Run ``fn(connection)`` as one ``BEGIN IMMEDIATE`` transaction and commit it.
+              what: str = "write", isolation: str | None = None) -> T:
+    """Run ``fn(connection)`` as one transaction and commit it: ``BEGIN IMMEDIATE`` on SQLite,
+    on PostgreSQL ``isolation`` (default ``SERIALIZABLE``; :data:`READ_COMMITTED` for units
+    made only of atomic statements, such as an append).
 
-    On a lock error the whole unit is rolled back and retried (see :func:`_retrying`), so
-    ``fn`` must be safe to run again: no side effects outside the database.
+    On a lock error or a serialization failure the whole unit is rolled back and retried (see
+    :func:`_retrying`), so ``fn`` must be safe to run again: no side effects outside the
+    database.
     """
+    server = is_server(engine)
+    level = isolation or postgres.WRITE_ISOLATION
 
     def attempt() -> T:
-        with engine.connect() as conn:
-            conn = conn.execution_options(hermes_begin="IMMEDIATE")
+        with _connect(engine) as conn:
+            if server:
+                conn = conn.execution_options(isolation_level=level)
+            else:
+                conn = conn.execution_options(hermes_begin="IMMEDIATE")
             with conn.begin():
-                _check_same_file(engine)
+                if server:
+                    postgres.begin_write(conn, level, BUSY_TIMEOUT_S)
+                else:
+                    _check_same_file(engine)
                 return fn(conn)
 
     result = _retrying(engine, attempt, budget=budget, what=what)
-    _after_write(engine, _file_state(engine_path(engine)))
+    if not server:
+        _after_write(engine, _file_state(engine_path(engine)))
     return result
+
+
+def lock_for_migration(conn: Connection) -> None:
+    """Make concurrent upgrades of one store take turns (inside the upgrade's transaction).
+    SQLite's ``BEGIN IMMEDIATE`` already does; PostgreSQL takes a transaction advisory lock."""
+    if is_server(conn.engine):
+        postgres.lock_for_migration(conn)
 
 
 def vacuum(engine: Engine, *, budget: float = WRITE_BUDGET_S) -> None:
     """``VACUUM`` under the same lock-retry policy as every write.
 
     VACUUM cannot run inside a transaction, so it goes straight to the driver connection
-    (which is in autocommit mode: we never let pysqlite open transactions on its own).
+    (which is in autocommit mode: we never let pysqlite open transactions on its own). On
+    PostgreSQL: ``VACUUM (ANALYZE)``.
     """
+    if is_server(engine):
+        postgres.vacuum(engine)
+        return
 
     def attempt() -> None:
         with engine.connect() as conn:
@@ -383,7 +449,8 @@ def vacuum(engine: Engine, *, budget: float = WRITE_BUDGET_S) -> None:
 
 
 def run_write_session(engine: Engine, fn: Callable[[Session], T], *,
-                      budget: float = WRITE_BUDGET_S, what: str = "write") -> T:
+                      budget: float = WRITE_BUDGET_S, what: str = "write",
+                      isolation: str | None = None) -> T:
     """:func:`run_write` for ORM code: ``fn`` gets a Session joined to the write transaction."""
 
     def unit(conn: Connection) -> T:
@@ -392,7 +459,7 @@ def run_write_session(engine: Engine, fn: Callable[[Session], T], *,
             session.flush()
             return out
 
-    return run_write(engine, unit, budget=budget, what=what)
+    return run_write(engine, unit, budget=budget, what=what, isolation=isolation)
 
 
 def _after_write(engine: Engine, state: _FileState) -> None:
@@ -402,10 +469,13 @@ def _after_write(engine: Engine, state: _FileState) -> None:
 
 
 def checkpoint(engine: Engine, mode: str = "PASSIVE") -> tuple[int, int, int] | None:
-    """Best-effort WAL checkpoint; returns (busy, log frames, checkpointed frames) or None."""
+    """Best-effort WAL checkpoint; returns (busy, log frames, checkpointed frames) or None
+    (always None on a server, which checkpoints by itself)."""
     mode = mode.upper()
     if mode not in ("PASSIVE", "FULL", "RESTART", "TRUNCATE"):
         raise ValueError(f"unknown checkpoint mode {mode!r}")
+    if is_server(engine):
+        return None
     try:
         with engine.connect() as conn:
             row = conn.exec_driver_sql(f"PRAGMA wal_checkpoint({mode})").fetchone()
@@ -418,17 +488,29 @@ def checkpoint(engine: Engine, mode: str = "PASSIVE") -> tuple[int, int, int] | 
 
 @contextlib.contextmanager
 def reading(engine: Engine) -> Iterator[Connection]:
-    """A short read transaction; errors come back as the ``sqlite3`` classes callers expect."""
+    """A short read transaction (one snapshot); errors come back as the ``sqlite3`` classes
+    callers expect."""
+    server = is_server(engine)
     try:
-        with engine.connect() as conn:
+        with _connect(engine) as conn:
+            if server:
+                conn = conn.execution_options(isolation_level=postgres.READ_ISOLATION)
             with conn.begin():
                 yield conn
     except exc.DBAPIError as err:
-        raise unwrap(err) from err
+        raise _translate(engine, err) from err
     except sqlite3.Error as err:
         # Statements run on the driver connection under ``conn`` (hot read paths) raise the
         # raw class: damage must name its remedy whichever way the statement went.
         translated = unwrap(err)
+        if translated is err:
+            raise
+        raise translated from err
+    except Exception as err:
+        # The same for psycopg's classes on a server.
+        if not (server and postgres.is_driver_error(err)):
+            raise
+        translated = _translate(engine, err)
         if translated is err:
             raise
         raise translated from err

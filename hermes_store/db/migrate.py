@@ -12,6 +12,10 @@ A store is in one of these states (``status``):
 ``ahead``       an Alembic revision this code does not know (a newer hermes_store wrote it).
 ``unknown``     has tables but neither marker: refused, never "initialised" over.
 
+A PostgreSQL store walks the same chain: the legacy SQLite revisions and the FTS5 ones do nothing
+there, revision 0012 creates its tables, and later revisions branch on the dialect inside. There
+is no legacy adoption on a server (the agent never wrote one).
+
 ``schema_version`` is kept. The legacy revisions keep it in step up to 11, exactly as the agent's
 store did, and after that it is frozen (a store adopted from a newer upstream release keeps its
 own number). Nothing of ours reads it except to adopt; ``alembic_version`` is the truth. Keeping
@@ -21,6 +25,7 @@ it loses nothing, and tools that print it still work.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,11 +34,20 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, inspect
+from sqlalchemy.engine import URL
 
-from hermes_store.db.engine import open_engine, reading, run_write
+from hermes_store.db.engine import (
+    READ_COMMITTED,
+    lock_for_migration,
+    open_engine,
+    reading,
+    run_write,
+)
 from hermes_store.errors import SchemaMismatchError, StoreNotFoundError
-from hermes_store.paths import resolve_db_path
+from hermes_store.paths import StoreLocation, resolve_location
+
+Target = str | os.PathLike[str] | URL | StoreLocation | Engine | None
 
 # schema_version N -> the revision that reproduces layout N.
 LEGACY_REVISIONS: dict[int, str] = {
@@ -61,6 +75,12 @@ KNOWN_FTS_TABLES = ("messages_fts", "messages_fts_trigram", "messages_fts_cjk",
 UPGRADE_BUDGET_S = 60.0
 # Modelled tables that only an explicit opt-in creates (db/topics.py), never an upgrade.
 OPT_IN_TABLES = frozenset({"telegram_dm_topic_mode", "telegram_dm_topic_bindings"})
+_ALEMBIC_LOCK = threading.Lock()
+# Search objects another revision adds beside the modelled columns (FTS5 tables and their shadow
+# tables on SQLite; tsvector columns and their indexes on PostgreSQL): never drift, never
+# dropped by autogenerate, whichever way they are reflected.
+DERIVED_NAME_PREFIXES = ("messages_fts", "messages_cjk", "fts_", "search_",
+                         "idx_messages_search", "idx_messages_fts", "idx_messages_trgm")
 
 
 def script_location() -> str:
@@ -72,25 +92,27 @@ def script_location() -> str:
     raise RuntimeError("hermes_store's migrations folder is missing from this installation")
 
 
-def make_config(db: str | os.PathLike[str] | None = None, *, connection: Connection | None = None,
-                location: str | None = None) -> Config:
+def make_config(db: str | os.PathLike[str] | StoreLocation | None = None, *,
+                connection: Connection | None = None, location: str | None = None) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", location or script_location())
     if db is not None:
-        cfg.set_main_option("hermes.db", str(db))
+        # Kept as an object: a URL's escaped password ("%40") would trip ConfigParser.
+        cfg.attributes["hermes_location"] = resolve_location(db)
     if connection is not None:
         cfg.attributes["connection"] = connection
     return cfg
 
 
-def db_path_from_config(cfg: Config) -> Path:
-    """``-x db=PATH`` on the alembic command line, else ``hermes.db``, else the default store."""
+def location_from_config(cfg: Config) -> StoreLocation:
+    """``-x db=PATH|URL`` on the alembic command line, else the location :func:`make_config`
+    was given, else ``$HERMES_STORE_URL``, else the default store."""
     x_args = {}
     if cfg.cmd_opts is not None and getattr(cfg.cmd_opts, "x", None):
         for item in cfg.cmd_opts.x:
             key, _, value = item.partition("=")
             x_args[key.strip()] = value.strip()
-    return resolve_db_path(x_args.get("db") or cfg.get_main_option("hermes.db"))
+    return resolve_location(x_args.get("db") or cfg.attributes.get("hermes_location"))
 
 
 def head_revision(location: str | None = None) -> str:
@@ -125,6 +147,9 @@ class SchemaStatus:
 
 
 def _tables(conn: Connection) -> set[str]:
+    if conn.dialect.name != "sqlite":
+        found = inspect(conn)
+        return set(found.get_table_names()) | set(found.get_view_names())
     return {r[0] for r in conn.exec_driver_sql(
         "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
 
@@ -151,20 +176,20 @@ def status_of(conn: Connection, location: str | None = None) -> SchemaStatus:
     return SchemaStatus("empty", None, head)
 
 
-def status(target: str | os.PathLike[str] | Engine | None = None) -> SchemaStatus:
+def status(target: Target = None) -> SchemaStatus:
     """Where the store stands; reads only (a missing file is reported, not created)."""
     if isinstance(target, Engine):
         engine = target
     else:
-        path = resolve_db_path(target)
-        if not path.exists():
+        location = resolve_location(target)
+        if location.path is not None and not location.path.exists():
             return SchemaStatus("missing", None, head_revision())
-        engine = open_engine(path, readonly=True)
+        engine = open_engine(location, readonly=True)
     with reading(engine) as conn:
         return status_of(conn)
 
 
-def current(target: str | os.PathLike[str] | Engine | None = None) -> str | None:
+def current(target: Target = None) -> str | None:
     return status(target).current
 
 
@@ -200,19 +225,21 @@ def _refuse(st: SchemaStatus) -> None:
             state="ahead", current=st.current, head=st.head)
     if st.state == "unknown":
         raise SchemaMismatchError(
-            "the file holds tables but no schema_version or alembic_version: it is not a "
+            "the store holds tables but no schema_version or alembic_version: it is not a "
             "Hermes store this code can adopt; nothing was changed",
             state="unknown", head=st.head)
 
 
-def upgrade(target: str | os.PathLike[str] | Engine | None = None, revision: str = "head", *,
+def upgrade(target: Target = None, revision: str = "head", *,
             location: str | None = None) -> SchemaStatus:
     """Bring the store to ``revision`` (head by default) in one write transaction.
 
     Creates the file when missing, adopts legacy stores, and does nothing at all (no write lock,
-    no stamp) when the store is already there. Returns the status afterwards.
+    no stamp) when the store is already there. Returns the status afterwards. On PostgreSQL the
+    transaction is READ COMMITTED behind an advisory lock, so that a second process that waited
+    for the first sees its tables instead of creating them again.
     """
-    engine = target if isinstance(target, Engine) else open_engine(resolve_db_path(target))
+    engine = target if isinstance(target, Engine) else open_engine(resolve_location(target))
     with reading(engine) as conn:
         before = status_of(conn, location)
     _refuse(before)
@@ -224,19 +251,28 @@ def upgrade(target: str | os.PathLike[str] | Engine | None = None, revision: str
         cfg.attributes["hermes_adopt"] = True
         command.upgrade(cfg, revision)
 
-    run_write(engine, unit, budget=UPGRADE_BUDGET_S, what="upgrade")
+    # Alembic keeps its running environment in module globals: one upgrade per process at a
+    # time (other processes take turns through the database's own lock).
+    with _ALEMBIC_LOCK:
+        run_write(engine, unit, budget=UPGRADE_BUDGET_S, what="upgrade",
+                  isolation=READ_COMMITTED)
     with reading(engine) as conn:
         return status_of(conn, location)
 
 
 def include_name(name: str | None, type_: str, parent_names: dict[str, Any]) -> bool:
     """Autogenerate reflects only the modelled tables: FTS5 tables, their shadow tables, views,
-    ``schema_version`` and tables of newer upstream releases are not ours to diff (or drop)."""
+    ``schema_version`` and tables of newer upstream releases are not ours to diff (or drop);
+    nor are the search columns and indexes (:data:`DERIVED_NAME_PREFIXES`)."""
     if type_ == "table":
         from hermes_store.db.models import Base
 
         return name in Base.metadata.tables
-    return True
+    return not is_derived_name(name)
+
+
+def is_derived_name(name: str | None) -> bool:
+    return bool(name) and str(name).startswith(DERIVED_NAME_PREFIXES)
 
 
 def include_object(obj: Any, name: str | None, type_: str, reflected: bool,
@@ -254,26 +290,49 @@ def include_object(obj: Any, name: str | None, type_: str, reflected: bool,
     # way), so a model key with ON DELETE would never match what the file really has.
     return not (type_ == "foreign_key_constraint" and not reflected
                 and getattr(obj, "ondelete", None) is not None)
+    if type_ != "table" and is_derived_name(name):
+        return False
+    return not (reflected and compare_to is None
+                and type_ in ("column", "index", "unique_constraint", "foreign_key_constraint"))
 
 
-def check(target: str | os.PathLike[str] | Engine | None = None) -> list[Any]:
+def check(target: Target = None) -> list[Any]:
     """Autogenerate differences between the models and the store (``[]`` means none)."""
     from alembic.autogenerate import compare_metadata
 
     from hermes_store.db.models import Base
 
     engine = target if isinstance(target, Engine) else open_engine(
-        resolve_db_path(target), readonly=True)
+        resolve_location(target), readonly=True)
     with reading(engine) as conn:
         ctx = MigrationContext.configure(conn, opts={
             "include_name": include_name, "include_object": include_object,
             "compare_type": True, "target_metadata": Base.metadata})
-        return list(compare_metadata(ctx, Base.metadata))
+        diffs = list(compare_metadata(ctx, Base.metadata))
+        return [d for d in diffs if not _dialect_fact(d, conn.dialect.name)]
+
+
+def _dialect_fact(diff: Any, dialect: str) -> bool:
+    """A difference the dialect imposes, not drift: the models let primary keys be NULL because
+    SQLite's (non-INTEGER) ones can be, while a PostgreSQL primary key is NOT NULL by definition."""
+    if dialect == "sqlite" or not isinstance(diff, list):
+        return False
+    from hermes_store.db.models import Base
+
+    def forced(op: Any) -> bool:
+        if not (isinstance(op, tuple) and op and op[0] == "modify_nullable"):
+            return False
+        table = Base.metadata.tables.get(op[2])
+        return table is not None and op[3] in table.c and table.c[op[3]].primary_key
+    return all(forced(op) for op in diff)
 
 
 def prepare_for_upgrade(conn: Connection, context: MigrationContext,
                         script: ScriptDirectory) -> None:
     """Called by env.py inside the upgrade transaction, before any revision runs."""
+    lock_for_migration(conn)
+    if conn.dialect.name != "sqlite":
+        return
     drop_orphan_fts_shadows(conn)
     tables = _tables(conn)
     if "alembic_version" in tables or "schema_version" not in tables:

@@ -7,13 +7,16 @@ autogenerate never sees (or tries to drop) them or their shadow tables.
 
 Types mirror the legacy DDL exactly (``TEXT``, ``INTEGER``, ``REAL``, the nullable counters)
 because adopted databases keep the tables the agent created; a model that disagreed would show
-up as drift in ``alembic check``.
+up as drift in ``alembic check``. On PostgreSQL the same columns are ``bigint``, ``double
+precision`` and ``text COLLATE "C"`` (``db.dialect`` says why), created by revision 0012.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import REAL, ForeignKey, Index, Integer, MetaData, PrimaryKeyConstraint, Text, text
+from sqlalchemy import ForeignKey, Index, MetaData, PrimaryKeyConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from hermes_store.db.dialect import FLOAT, INTEGER, TEXT
 
 NAMING_CONVENTION = {
     "ix": "idx_%(table_name)s_%(column_0_N_name)s",
@@ -35,56 +38,56 @@ class ChatSession(Base):
 
     # SQLite lets a non-INTEGER primary key hold NULL, and the legacy DDL never said NOT NULL;
     # the model states what the file really has, so autogenerate sees no drift.
-    id: Mapped[str] = mapped_column(Text, primary_key=True, nullable=True)
-    source: Mapped[str] = mapped_column(Text)
-    user_id: Mapped[str | None] = mapped_column(Text)
-    model: Mapped[str | None] = mapped_column(Text)
-    model_config: Mapped[str | None] = mapped_column(Text)
-    system_prompt: Mapped[str | None] = mapped_column(Text)
-    parent_session_id: Mapped[str | None] = mapped_column(Text, ForeignKey("sessions.id"))
-    started_at: Mapped[float] = mapped_column(REAL)
-    ended_at: Mapped[float | None] = mapped_column(REAL)
-    end_reason: Mapped[str | None] = mapped_column(Text)
-    message_count: Mapped[int | None] = mapped_column(Integer, server_default=text("0"))
-    tool_call_count: Mapped[int | None] = mapped_column(Integer, server_default=text("0"))
-    input_tokens: Mapped[int | None] = mapped_column(Integer, server_default=text("0"))
-    output_tokens: Mapped[int | None] = mapped_column(Integer, server_default=text("0"))
-    cache_read_tokens: Mapped[int | None] = mapped_column(Integer, server_default=text("0"))
-    cache_write_tokens: Mapped[int | None] = mapped_column(Integer, server_default=text("0"))
-    reasoning_tokens: Mapped[int | None] = mapped_column(Integer, server_default=text("0"))
-    billing_provider: Mapped[str | None] = mapped_column(Text)
-    billing_base_url: Mapped[str | None] = mapped_column(Text)
-    billing_mode: Mapped[str | None] = mapped_column(Text)
-    estimated_cost_usd: Mapped[float | None] = mapped_column(REAL)
-    actual_cost_usd: Mapped[float | None] = mapped_column(REAL)
-    cost_status: Mapped[str | None] = mapped_column(Text)
-    cost_source: Mapped[str | None] = mapped_column(Text)
-    pricing_version: Mapped[str | None] = mapped_column(Text)
-    title: Mapped[str | None] = mapped_column(Text)
-    api_call_count: Mapped[int | None] = mapped_column(Integer, server_default=text("0"))
+    id: Mapped[str] = mapped_column(TEXT, primary_key=True, nullable=True)
+    source: Mapped[str] = mapped_column(TEXT)
+    user_id: Mapped[str | None] = mapped_column(TEXT)
+    model: Mapped[str | None] = mapped_column(TEXT)
+    model_config: Mapped[str | None] = mapped_column(TEXT)
+    system_prompt: Mapped[str | None] = mapped_column(TEXT)
+    parent_session_id: Mapped[str | None] = mapped_column(TEXT, ForeignKey("sessions.id"))
+    started_at: Mapped[float] = mapped_column(FLOAT)
+    ended_at: Mapped[float | None] = mapped_column(FLOAT)
+    end_reason: Mapped[str | None] = mapped_column(TEXT)
+    message_count: Mapped[int | None] = mapped_column(INTEGER, server_default=text("0"))
+    tool_call_count: Mapped[int | None] = mapped_column(INTEGER, server_default=text("0"))
+    input_tokens: Mapped[int | None] = mapped_column(INTEGER, server_default=text("0"))
+    output_tokens: Mapped[int | None] = mapped_column(INTEGER, server_default=text("0"))
+    cache_read_tokens: Mapped[int | None] = mapped_column(INTEGER, server_default=text("0"))
+    cache_write_tokens: Mapped[int | None] = mapped_column(INTEGER, server_default=text("0"))
+    reasoning_tokens: Mapped[int | None] = mapped_column(INTEGER, server_default=text("0"))
+    billing_provider: Mapped[str | None] = mapped_column(TEXT)
+    billing_base_url: Mapped[str | None] = mapped_column(TEXT)
+    billing_mode: Mapped[str | None] = mapped_column(TEXT)
+    estimated_cost_usd: Mapped[float | None] = mapped_column(FLOAT)
+    actual_cost_usd: Mapped[float | None] = mapped_column(FLOAT)
+    cost_status: Mapped[str | None] = mapped_column(TEXT)
+    cost_source: Mapped[str | None] = mapped_column(TEXT)
+    pricing_version: Mapped[str | None] = mapped_column(TEXT)
+    title: Mapped[str | None] = mapped_column(TEXT)
+    api_call_count: Mapped[int | None] = mapped_column(INTEGER, server_default=text("0"))
     # Columns of the newer upstream store that users rely on (added by 0012 when missing).
-    cwd: Mapped[str | None] = mapped_column(Text)
-    git_branch: Mapped[str | None] = mapped_column(Text)
-    git_repo_root: Mapped[str | None] = mapped_column(Text)
-    profile_name: Mapped[str | None] = mapped_column(Text)
-    last_activity_at: Mapped[float | None] = mapped_column(REAL)
-    origin_json: Mapped[str | None] = mapped_column(Text)
-    archived: Mapped[int] = mapped_column(Integer, server_default=text("0"))
-    pinned: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    cwd: Mapped[str | None] = mapped_column(TEXT)
+    git_branch: Mapped[str | None] = mapped_column(TEXT)
+    git_repo_root: Mapped[str | None] = mapped_column(TEXT)
+    profile_name: Mapped[str | None] = mapped_column(TEXT)
+    last_activity_at: Mapped[float | None] = mapped_column(FLOAT)
+    origin_json: Mapped[str | None] = mapped_column(TEXT)
+    archived: Mapped[int] = mapped_column(INTEGER, server_default=text("0"))
+    pinned: Mapped[int] = mapped_column(INTEGER, server_default=text("0"))
     # The v21 agent's columns (revision 0017): gateway peer, handoff, compression advisory state.
-    session_key: Mapped[str | None] = mapped_column(Text)
-    chat_id: Mapped[str | None] = mapped_column(Text)
-    chat_type: Mapped[str | None] = mapped_column(Text)
-    thread_id: Mapped[str | None] = mapped_column(Text)
-    display_name: Mapped[str | None] = mapped_column(Text)
-    expiry_finalized: Mapped[int | None] = mapped_column(Integer, server_default=text("0"))
-    handoff_state: Mapped[str | None] = mapped_column(Text)
-    handoff_platform: Mapped[str | None] = mapped_column(Text)
-    handoff_error: Mapped[str | None] = mapped_column(Text)
-    compression_failure_cooldown_until: Mapped[float | None] = mapped_column(REAL)
-    compression_failure_error: Mapped[str | None] = mapped_column(Text)
-    compression_fallback_streak: Mapped[int] = mapped_column(Integer, server_default=text("0"))
-    rewind_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    session_key: Mapped[str | None] = mapped_column(TEXT)
+    chat_id: Mapped[str | None] = mapped_column(TEXT)
+    chat_type: Mapped[str | None] = mapped_column(TEXT)
+    thread_id: Mapped[str | None] = mapped_column(TEXT)
+    display_name: Mapped[str | None] = mapped_column(TEXT)
+    expiry_finalized: Mapped[int | None] = mapped_column(INTEGER, server_default=text("0"))
+    handoff_state: Mapped[str | None] = mapped_column(TEXT)
+    handoff_platform: Mapped[str | None] = mapped_column(TEXT)
+    handoff_error: Mapped[str | None] = mapped_column(TEXT)
+    compression_failure_cooldown_until: Mapped[float | None] = mapped_column(FLOAT)
+    compression_failure_error: Mapped[str | None] = mapped_column(TEXT)
+    compression_fallback_streak: Mapped[int] = mapped_column(INTEGER, server_default=text("0"))
+    rewind_count: Mapped[int] = mapped_column(INTEGER, server_default=text("0"))
 
     messages: Mapped[list[Message]] = relationship(
         back_populates="session", order_by="Message.id", passive_deletes=True
@@ -121,28 +124,28 @@ class Message(Base):
 
     __tablename__ = "messages"
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True, nullable=True)
-    session_id: Mapped[str] = mapped_column(Text, ForeignKey("sessions.id"))
-    role: Mapped[str] = mapped_column(Text)
-    content: Mapped[str | None] = mapped_column(Text)
-    tool_call_id: Mapped[str | None] = mapped_column(Text)
-    tool_calls: Mapped[str | None] = mapped_column(Text)
-    tool_name: Mapped[str | None] = mapped_column(Text)
-    timestamp: Mapped[float] = mapped_column(REAL)
-    token_count: Mapped[int | None] = mapped_column(Integer)
-    finish_reason: Mapped[str | None] = mapped_column(Text)
-    reasoning: Mapped[str | None] = mapped_column(Text)
-    reasoning_content: Mapped[str | None] = mapped_column(Text)
-    reasoning_details: Mapped[str | None] = mapped_column(Text)
-    codex_reasoning_items: Mapped[str | None] = mapped_column(Text)
-    codex_message_items: Mapped[str | None] = mapped_column(Text)
+    id: Mapped[int] = mapped_column(INTEGER, primary_key=True, autoincrement=True, nullable=True)
+    session_id: Mapped[str] = mapped_column(TEXT, ForeignKey("sessions.id"))
+    role: Mapped[str] = mapped_column(TEXT)
+    content: Mapped[str | None] = mapped_column(TEXT)
+    tool_call_id: Mapped[str | None] = mapped_column(TEXT)
+    tool_calls: Mapped[str | None] = mapped_column(TEXT)
+    tool_name: Mapped[str | None] = mapped_column(TEXT)
+    timestamp: Mapped[float] = mapped_column(FLOAT)
+    token_count: Mapped[int | None] = mapped_column(INTEGER)
+    finish_reason: Mapped[str | None] = mapped_column(TEXT)
+    reasoning: Mapped[str | None] = mapped_column(TEXT)
+    reasoning_content: Mapped[str | None] = mapped_column(TEXT)
+    reasoning_details: Mapped[str | None] = mapped_column(TEXT)
+    codex_reasoning_items: Mapped[str | None] = mapped_column(TEXT)
+    codex_message_items: Mapped[str | None] = mapped_column(TEXT)
     # 1 = part of the live context; compaction and truncation flag rows instead of deleting them.
-    active: Mapped[int] = mapped_column(Integer, server_default=text("1"))
-    compacted: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    active: Mapped[int] = mapped_column(INTEGER, server_default=text("1"))
+    compacted: Mapped[int] = mapped_column(INTEGER, server_default=text("0"))
     # The v21 agent's columns (revision 0017).
-    effect_disposition: Mapped[str | None] = mapped_column(Text)
-    platform_message_id: Mapped[str | None] = mapped_column(Text)
-    observed: Mapped[int | None] = mapped_column(Integer, server_default=text("0"))
+    effect_disposition: Mapped[str | None] = mapped_column(TEXT)
+    platform_message_id: Mapped[str | None] = mapped_column(TEXT)
+    observed: Mapped[int | None] = mapped_column(INTEGER, server_default=text("0"))
 
     session: Mapped[ChatSession] = relationship(back_populates="messages")
 
@@ -167,8 +170,8 @@ class StateMeta(Base):
 
     __tablename__ = "state_meta"
 
-    key: Mapped[str] = mapped_column(Text, primary_key=True, nullable=True)
-    value: Mapped[str | None] = mapped_column(Text)
+    key: Mapped[str] = mapped_column(TEXT, primary_key=True, nullable=True)
+    value: Mapped[str | None] = mapped_column(TEXT)
 
 
 class SessionModelUsage(Base):
@@ -176,24 +179,23 @@ class SessionModelUsage(Base):
 
     __tablename__ = "session_model_usage"
 
-    session_id: Mapped[str] = mapped_column(
-        Text, ForeignKey("sessions.id", ondelete="CASCADE"))
-    model: Mapped[str] = mapped_column(Text)
-    billing_provider: Mapped[str] = mapped_column(Text, server_default=text("''"))
-    billing_base_url: Mapped[str] = mapped_column(Text, server_default=text("''"))
-    billing_mode: Mapped[str] = mapped_column(Text, server_default=text("''"))
-    api_call_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
-    input_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
-    output_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
-    cache_read_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
-    cache_write_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
-    reasoning_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
-    estimated_cost_usd: Mapped[float] = mapped_column(REAL, server_default=text("0"))
-    actual_cost_usd: Mapped[float] = mapped_column(REAL, server_default=text("0"))
-    cost_status: Mapped[str | None] = mapped_column(Text)
-    cost_source: Mapped[str | None] = mapped_column(Text)
-    first_seen: Mapped[float | None] = mapped_column(REAL)
-    last_seen: Mapped[float | None] = mapped_column(REAL)
+    session_id: Mapped[str] = mapped_column(TEXT, ForeignKey("sessions.id", ondelete="CASCADE"))
+    model: Mapped[str] = mapped_column(TEXT)
+    billing_provider: Mapped[str] = mapped_column(TEXT, server_default=text("''"))
+    billing_base_url: Mapped[str] = mapped_column(TEXT, server_default=text("''"))
+    billing_mode: Mapped[str] = mapped_column(TEXT, server_default=text("''"))
+    api_call_count: Mapped[int] = mapped_column(INTEGER, server_default=text("0"))
+    input_tokens: Mapped[int] = mapped_column(INTEGER, server_default=text("0"))
+    output_tokens: Mapped[int] = mapped_column(INTEGER, server_default=text("0"))
+    cache_read_tokens: Mapped[int] = mapped_column(INTEGER, server_default=text("0"))
+    cache_write_tokens: Mapped[int] = mapped_column(INTEGER, server_default=text("0"))
+    reasoning_tokens: Mapped[int] = mapped_column(INTEGER, server_default=text("0"))
+    estimated_cost_usd: Mapped[float] = mapped_column(FLOAT, server_default=text("0"))
+    actual_cost_usd: Mapped[float] = mapped_column(FLOAT, server_default=text("0"))
+    cost_status: Mapped[str | None] = mapped_column(TEXT)
+    cost_source: Mapped[str | None] = mapped_column(TEXT)
+    first_seen: Mapped[float | None] = mapped_column(FLOAT)
+    last_seen: Mapped[float | None] = mapped_column(FLOAT)
 
     __table_args__ = (
         PrimaryKeyConstraint("session_id", "model", "billing_provider", "billing_base_url",
@@ -208,10 +210,10 @@ class GatewayRoute(Base):
 
     __tablename__ = "gateway_routing"
 
-    scope: Mapped[str] = mapped_column(Text, primary_key=True, server_default=text("''"))
-    session_key: Mapped[str] = mapped_column(Text, primary_key=True)
-    entry_json: Mapped[str] = mapped_column(Text)
-    updated_at: Mapped[float] = mapped_column(REAL)
+    scope: Mapped[str] = mapped_column(TEXT, primary_key=True, server_default=text("''"))
+    session_key: Mapped[str] = mapped_column(TEXT, primary_key=True)
+    entry_json: Mapped[str] = mapped_column(TEXT)
+    updated_at: Mapped[float] = mapped_column(FLOAT)
 
 
 class CompressionLock(Base):
@@ -219,10 +221,10 @@ class CompressionLock(Base):
 
     __tablename__ = "compression_locks"
 
-    session_id: Mapped[str] = mapped_column(Text, primary_key=True, nullable=True)
-    holder: Mapped[str] = mapped_column(Text)
-    acquired_at: Mapped[float] = mapped_column(REAL)
-    expires_at: Mapped[float] = mapped_column(REAL)
+    session_id: Mapped[str] = mapped_column(TEXT, primary_key=True, nullable=True)
+    holder: Mapped[str] = mapped_column(TEXT)
+    acquired_at: Mapped[float] = mapped_column(FLOAT)
+    expires_at: Mapped[float] = mapped_column(FLOAT)
 
     __table_args__ = (Index("idx_compression_locks_expires", "expires_at"),)
 
@@ -233,24 +235,24 @@ class AsyncDelegation(Base):
 
     __tablename__ = "async_delegations"
 
-    delegation_id: Mapped[str] = mapped_column(Text, primary_key=True, nullable=True)
-    origin_session: Mapped[str] = mapped_column(Text)
-    origin_ui_session_id: Mapped[str] = mapped_column(Text, server_default=text("''"))
-    parent_session_id: Mapped[str | None] = mapped_column(Text)
-    state: Mapped[str] = mapped_column(Text)
-    dispatched_at: Mapped[float] = mapped_column(REAL)
-    completed_at: Mapped[float | None] = mapped_column(REAL)
-    updated_at: Mapped[float] = mapped_column(REAL)
-    event_json: Mapped[str | None] = mapped_column(Text)
-    result_json: Mapped[str | None] = mapped_column(Text)
-    delivery_state: Mapped[str] = mapped_column(Text, server_default=text("'pending'"))
-    delivery_attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
-    delivered_at: Mapped[float | None] = mapped_column(REAL)
-    owner_pid: Mapped[int | None] = mapped_column(Integer)
-    owner_started_at: Mapped[int | None] = mapped_column(Integer)
-    task_json: Mapped[str | None] = mapped_column(Text)
-    delivery_claim: Mapped[str | None] = mapped_column(Text)
-    delivery_claimed_at: Mapped[float | None] = mapped_column(REAL)
+    delegation_id: Mapped[str] = mapped_column(TEXT, primary_key=True, nullable=True)
+    origin_session: Mapped[str] = mapped_column(TEXT)
+    origin_ui_session_id: Mapped[str] = mapped_column(TEXT, server_default=text("''"))
+    parent_session_id: Mapped[str | None] = mapped_column(TEXT)
+    state: Mapped[str] = mapped_column(TEXT)
+    dispatched_at: Mapped[float] = mapped_column(FLOAT)
+    completed_at: Mapped[float | None] = mapped_column(FLOAT)
+    updated_at: Mapped[float] = mapped_column(FLOAT)
+    event_json: Mapped[str | None] = mapped_column(TEXT)
+    result_json: Mapped[str | None] = mapped_column(TEXT)
+    delivery_state: Mapped[str] = mapped_column(TEXT, server_default=text("'pending'"))
+    delivery_attempts: Mapped[int] = mapped_column(INTEGER, server_default=text("0"))
+    delivered_at: Mapped[float | None] = mapped_column(FLOAT)
+    owner_pid: Mapped[int | None] = mapped_column(INTEGER)
+    owner_started_at: Mapped[int | None] = mapped_column(INTEGER)
+    task_json: Mapped[str | None] = mapped_column(TEXT)
+    delivery_claim: Mapped[str | None] = mapped_column(TEXT)
+    delivery_claimed_at: Mapped[float | None] = mapped_column(FLOAT)
 
     __table_args__ = (
         Index("idx_async_delegations_delivery", "delivery_state", "completed_at"),
@@ -264,16 +266,16 @@ class TelegramTopicMode(Base):
 
     __tablename__ = "telegram_dm_topic_mode"
 
-    chat_id: Mapped[str] = mapped_column(Text, primary_key=True, nullable=True)
-    user_id: Mapped[str] = mapped_column(Text)
-    enabled: Mapped[int] = mapped_column(Integer, server_default=text("1"))
-    activated_at: Mapped[float] = mapped_column(REAL)
-    updated_at: Mapped[float] = mapped_column(REAL)
-    has_topics_enabled: Mapped[int | None] = mapped_column(Integer)
-    allows_users_to_create_topics: Mapped[int | None] = mapped_column(Integer)
-    capability_checked_at: Mapped[float | None] = mapped_column(REAL)
-    intro_message_id: Mapped[str | None] = mapped_column(Text)
-    pinned_message_id: Mapped[str | None] = mapped_column(Text)
+    chat_id: Mapped[str] = mapped_column(TEXT, primary_key=True, nullable=True)
+    user_id: Mapped[str] = mapped_column(TEXT)
+    enabled: Mapped[int] = mapped_column(INTEGER, server_default=text("1"))
+    activated_at: Mapped[float] = mapped_column(FLOAT)
+    updated_at: Mapped[float] = mapped_column(FLOAT)
+    has_topics_enabled: Mapped[int | None] = mapped_column(INTEGER)
+    allows_users_to_create_topics: Mapped[int | None] = mapped_column(INTEGER)
+    capability_checked_at: Mapped[float | None] = mapped_column(FLOAT)
+    intro_message_id: Mapped[str | None] = mapped_column(TEXT)
+    pinned_message_id: Mapped[str | None] = mapped_column(TEXT)
 
 
 class TelegramTopicBinding(Base):
@@ -281,16 +283,15 @@ class TelegramTopicBinding(Base):
 
     __tablename__ = "telegram_dm_topic_bindings"
 
-    chat_id: Mapped[str] = mapped_column(Text)
-    thread_id: Mapped[str] = mapped_column(Text)
-    user_id: Mapped[str] = mapped_column(Text)
-    session_key: Mapped[str] = mapped_column(Text)
+    chat_id: Mapped[str] = mapped_column(TEXT)
+    thread_id: Mapped[str] = mapped_column(TEXT)
+    user_id: Mapped[str] = mapped_column(TEXT)
+    session_key: Mapped[str] = mapped_column(TEXT)
     # Deleting a session takes its binding along (every delete path relies on the cascade).
-    session_id: Mapped[str] = mapped_column(
-        Text, ForeignKey("sessions.id", ondelete="CASCADE"))
-    managed_mode: Mapped[str] = mapped_column(Text, server_default=text("'auto'"))
-    linked_at: Mapped[float] = mapped_column(REAL)
-    updated_at: Mapped[float] = mapped_column(REAL)
+    session_id: Mapped[str] = mapped_column(TEXT, ForeignKey("sessions.id", ondelete="CASCADE"))
+    managed_mode: Mapped[str] = mapped_column(TEXT, server_default=text("'auto'"))
+    linked_at: Mapped[float] = mapped_column(FLOAT)
+    updated_at: Mapped[float] = mapped_column(FLOAT)
 
     __table_args__ = (
         PrimaryKeyConstraint("chat_id", "thread_id"),

@@ -28,10 +28,10 @@ from sqlalchemy import Connection, Engine
 
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
-from hermes_store.errors import SchemaMismatchError
+from hermes_store.errors import BackendNotSupportedError, SchemaMismatchError
 from hermes_store.facade import compression, gateway, handoff, importing, other, topics
 from hermes_store.ops import storage
-from hermes_store.paths import resolve_db_path
+from hermes_store.paths import StoreLocation, resolve_location
 from hermes_store.repo import bigrams, lineage, messages, retention, sessions, titles
 from hermes_store.repo import listing as queries
 from hermes_store.search import language
@@ -78,26 +78,29 @@ class SessionDB:
     _WRITE_RETRY_MAX_S = engine_mod.RETRY_MAX_S
     _CHECKPOINT_EVERY_N_WRITES = engine_mod.CHECKPOINT_EVERY_N_WRITES
 
-    def __init__(self, db_path: str | os.PathLike[str] | None = None, *,
+    def __init__(self, db_path: str | os.PathLike[str] | StoreLocation | None = None, *,
                  readonly: bool = False) -> None:
+        """``db_path``: a file path or a URL (``postgresql://…``); ``db_path`` the attribute is
+        the file (None on a server) and ``location`` the store either way."""
         self._closed = True
         self._raw: Any = None
-        self.db_path = resolve_db_path(db_path)
+        self.location = resolve_location(db_path)
+        self.db_path = self.location.path
         self.readonly = readonly
-        if not readonly:
+        if not readonly and self.db_path is not None:
             self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        st = migrate.status(self.db_path)
+        st = migrate.status(self.location)
         if readonly:
             if st.state == "missing":
-                engine_mod.open_engine(self.db_path, readonly=True)  # raises StoreNotFoundError
+                engine_mod.open_engine(self.location, readonly=True)  # raises StoreNotFoundError
             if st.state != "up-to-date":
                 raise SchemaMismatchError(
-                    f"the store at {self.db_path} is {st.describe()}; run `hermes-store upgrade` "
-                    "(a read-only open never migrates)", state=st.state, current=st.current,
-                    head=st.head)
-            self._engine = engine_mod.open_engine(self.db_path, readonly=True)
+                    f"the store at {self.location} is {st.describe()}; run `hermes-store "
+                    "upgrade` (a read-only open never migrates)", state=st.state,
+                    current=st.current, head=st.head)
+            self._engine = engine_mod.open_engine(self.location, readonly=True)
         else:
-            self._engine = engine_mod.open_engine(self.db_path)
+            self._engine = engine_mod.open_engine(self.location)
             if st.state != "up-to-date":
                 migrate.upgrade(self._engine)
         self._closed = False
@@ -135,16 +138,27 @@ class SessionDB:
     @property
     def _conn(self) -> sqlite3.Connection:
         """A raw autocommit ``sqlite3`` connection with ``Row`` rows (for v11-era tests)."""
-        eng = self.engine
+        eng = self._sqlite_only("the raw sqlite3 connection (_conn)")
         if self._raw is None:
             self._raw = eng.raw_connection()
             self._raw.driver_connection.row_factory = sqlite3.Row
         return self._raw.driver_connection  # type: ignore[no-any-return]
 
+    def _sqlite_only(self, what: str) -> Engine:
+        eng = self.engine
+        if engine_mod.is_server(eng):
+            raise BackendNotSupportedError(f"{what} exists for a SQLite store only; "
+                                           f"{self.location} is a PostgreSQL database")
+        return eng
+
     def _write(self, fn: Callable[[Connection], T], *, append: bool = False,
                what: str = "write") -> T:
+        # Appends and session creation are atomic statements only (INSERT, upsert, counter
+        # increments): on PostgreSQL they need no serializable isolation and never conflict.
         budget = engine_mod.APPEND_BUDGET_S if append else engine_mod.WRITE_BUDGET_S
-        return engine_mod.run_write(self.engine, fn, budget=budget, what=what)
+        isolation = engine_mod.READ_COMMITTED if append else None
+        return engine_mod.run_write(self.engine, fn, budget=budget, what=what,
+                                    isolation=isolation)
 
     def _read(self, fn: Callable[[Connection], T]) -> T:
         with engine_mod.reading(self.engine) as conn:
@@ -152,6 +166,7 @@ class SessionDB:
 
     def _execute_write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(raw sqlite3 connection)`` in one write transaction; return its result."""
+        self._sqlite_only("_execute_write (a raw sqlite3 connection)")
 
         def unit(conn: Connection) -> T:
             raw = conn.connection.driver_connection
@@ -374,6 +389,7 @@ class SessionDB:
                         role_filter: Sequence[str] | None = None, limit: int = 20,
                         offset: int = 0, sort: str | None = None) -> list[dict[str, Any]]:
         _check_page(limit, offset)
+        self._sqlite_only("search_messages (full-text search on PostgreSQL is not built yet)")
         from hermes_store.search.statements import (
             search_messages,  # imported on use: keeps start-up lean
         )

@@ -19,6 +19,8 @@ from itertools import accumulate
 
 from sqlalchemy import Connection
 
+from hermes_store.db.dialect import has_fts5
+
 # Private-use mark closing a CJK run in the bigram text. Private use (Co) is a token character for
 # unicode61, so "端" + mark stays one token that no real text produces.
 BIGRAM_END = "\ue000"
@@ -123,6 +125,8 @@ def has_index(conn: Connection) -> bool:
     # Cached only once seen: the table never goes away again, while a migration may create it.
     if conn.info.get("hermes_cjk_index"):
         return True
+    if not has_fts5(conn):
+        return False
     found = conn.exec_driver_sql(_HAS_INDEX).first() is not None
     if found:
         conn.info["hermes_cjk_index"] = True

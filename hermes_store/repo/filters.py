@@ -24,12 +24,12 @@ from sqlalchemy import (
     and_,
     func,
     literal,
-    literal_column,
     or_,
     select,
     true,
 )
 
+from hermes_store.db.dialect import json_values
 from hermes_store.db.models import ChatSession
 from hermes_store.errors import UsageError
 from hermes_store.repo import lineage
@@ -330,7 +330,7 @@ def matching(conn: Connection, flt: SessionFilter, *,
         # The listing query has its own lineage CTE of the same name: resolve the ids first
         # and pass them as one JSON parameter.
         ids = json.dumps(list(conn.execute(matched).scalars()))
-        matched = select(literal_column("value")).select_from(func.json_each(ids))
+        matched = json_values(conn, ids)
     return lineage.sessions.c.id.in_(matched)
 
 

@@ -19,6 +19,7 @@ import time
 from sqlalchemy import ColumnElement, FromClause, Select, and_, case, exists, func, literal, select
 
 from hermes_store.content import SANE_FUTURE_S, SANE_MIN_TS
+from hermes_store.db.dialect import greatest
 from hermes_store.db.models import ChatSession, Message
 
 sessions = ChatSession.__table__
@@ -170,7 +171,7 @@ def last_activity(table: FromClause = sessions, now: float | None = None) -> Col
         func.coalesce(_sane(table.c.started_at, now), -1.0),
     )
     # SQLite's scalar max() returns NULL if any argument is NULL, hence the -1 stand-ins.
-    return func.coalesce(func.nullif(func.max(*candidates), -1.0), table.c.started_at)
+    return func.coalesce(func.nullif(greatest(*candidates), -1.0), table.c.started_at)
 
 
 def lineage_activity(*, now: float | None = None,

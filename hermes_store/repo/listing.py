@@ -15,11 +15,9 @@ from typing import Any
 
 from sqlalchemy import (
     Connection,
-    LargeBinary,
     Select,
     and_,
     case,
-    cast,
     func,
     literal_column,
     or_,
@@ -27,6 +25,7 @@ from sqlalchemy import (
 )
 
 from hermes_store.content import MULTIMODAL_PREFIX, text_of
+from hermes_store.db.dialect import starts_with
 from hermes_store.db.models import ChatSession, Message
 from hermes_store.errors import AmbiguousSessionError, SessionNotFoundError
 from hermes_store.repo import lineage
@@ -40,7 +39,6 @@ PREVIEW_CHARS = 60
 # Enough raw text for a 60-character preview after newlines and surrounding blanks go.
 _PREVIEW_FETCH = 400
 BRANCHED = "branched"
-_SENTINEL_BYTES = MULTIMODAL_PREFIX.encode()
 # Columns a projected listing row takes from its lineage's tip (docs/contracts.md#listing).
 # A session argument is a full id or a unique prefix of at least this many characters.
 MIN_PREFIX = 4
@@ -58,9 +56,9 @@ def preview_source(session_id: Any) -> Any:
              .where(messages.c.session_id == session_id, messages.c.role == "user",
                     messages.c.content.is_not(None))
              .order_by(messages.c.timestamp, messages.c.id).limit(1).scalar_subquery())
-    # The sentinel starts with NUL, where SQLite's text functions stop: compare bytes.
-    head = func.substr(cast(first, LargeBinary), 1, len(_SENTINEL_BYTES))
-    return case((head == _SENTINEL_BYTES, first), else_=func.substr(first, 1, _PREVIEW_FETCH))
+    # The sentinel starts with NUL, where SQLite's text functions stop (starts_with knows).
+    return case((starts_with(first, MULTIMODAL_PREFIX), first),
+                else_=func.substr(first, 1, _PREVIEW_FETCH))
 
 
 def make_preview(raw: str | None) -> str:

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import Connection, case, exc, func, literal_column, select, update
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from hermes_store.content import check_text, dump_json
+from hermes_store.db.dialect import insert
 from hermes_store.db.models import ChatSession, StateMeta
 from hermes_store.errors import TitleInUseError
 from hermes_store.repo import titles
@@ -99,7 +99,7 @@ def create_or_fill(conn: Executor, session_id: str, source: str, values: Mapping
     ``source`` replaces only the placeholder ``'unknown'``; ``started_at`` never changes. An
     unknown ``parent_session_id`` fails with ``IntegrityError`` and writes nothing.
     """
-    stmt = sqlite_insert(sessions).values(id=session_id, source=source, started_at=now, **values)
+    stmt = insert(conn, sessions).values(id=session_id, source=source, started_at=now, **values)
     fill = {name: func.coalesce(sessions.c[name], stmt.excluded[name]) for name in values}
     fill["source"] = case((sessions.c.source == PLACEHOLDER_SOURCE, stmt.excluded.source),
                           else_=sessions.c.source)
@@ -196,7 +196,7 @@ def update_token_counts(conn: Executor, session_id: str, *, now: float, absolute
     cost_source and pricing_version (replaced when not None); ``first_wins`` the billing
     columns (set only while NULL). The table in docs/contracts.md#sessions is the specification.
     """
-    conn.execute(sqlite_insert(sessions)
+    conn.execute(insert(conn, sessions)
                  .values(id=session_id, source=PLACEHOLDER_SOURCE, model=model, started_at=now)
                  .on_conflict_do_nothing(index_elements=[sessions.c.id]))
     c = sessions.c
@@ -320,6 +320,6 @@ def get_meta(conn: Executor, key: str) -> str | None:
 
 def set_meta(conn: Executor, key: str, value: object) -> None:
     text = None if value is None else str(value)
-    stmt = sqlite_insert(state_meta).values(key=key, value=text)
+    stmt = insert(conn, state_meta).values(key=key, value=text)
     conn.execute(stmt.on_conflict_do_update(index_elements=[state_meta.c.key],
                                             set_={"value": stmt.excluded.value}))

@@ -83,6 +83,8 @@ def _has_fts5() -> bool:
 
 
 def upgrade() -> None:
+    if op.get_bind().dialect.name != "sqlite":
+        return  # the agent's SQLite history: a PostgreSQL store starts at 0012
     for stmt in TABLES:
         op.execute(stmt)
     if _has_fts5():

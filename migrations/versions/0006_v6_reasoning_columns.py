@@ -24,6 +24,8 @@ def _add_missing(table: str, columns: dict[str, str]) -> None:
 
 
 def upgrade() -> None:
+    if op.get_bind().dialect.name != "sqlite":
+        return  # the agent's SQLite history: a PostgreSQL store starts at 0012
     _add_missing(
         "messages",
         {

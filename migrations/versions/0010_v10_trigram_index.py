@@ -47,6 +47,8 @@ def _has_trigram() -> bool:
 
 
 def upgrade() -> None:
+    if op.get_bind().dialect.name != "sqlite":
+        return  # the agent's SQLite history: a PostgreSQL store starts at 0012
     if _has_trigram():
         for stmt in FTS:
             op.execute(stmt)

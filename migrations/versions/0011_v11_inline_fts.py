@@ -66,6 +66,8 @@ def _has_trigram() -> bool:
 
 
 def upgrade() -> None:
+    if op.get_bind().dialect.name != "sqlite":
+        return  # the agent's SQLite history: a PostgreSQL store starts at 0012
     if _has_trigram():
         for stmt in DROP + _index("messages_fts", "") + _index("messages_fts_trigram", "trigram"):
             op.execute(stmt)

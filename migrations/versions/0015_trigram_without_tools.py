@@ -109,6 +109,8 @@ def _small_store() -> bool:
 
 
 def upgrade() -> None:
+    if op.get_bind().dialect.name != "sqlite":
+        return  # FTS5: PostgreSQL's search objects come from their own revision
     op.execute(SCOPE)
     if _has_trigram():
         for stmt in TRIGRAM:

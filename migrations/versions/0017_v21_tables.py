@@ -8,6 +8,10 @@ compression locks and async delegations. Stores adopted from that line already h
 so a v21 agent opening the file afterwards finds nothing to add. Only what is missing is created.
 The Telegram topic tables are absent on purpose: the agent creates them only on opt-in.
 
+On PostgreSQL the same objects are created with the models' PostgreSQL types (``bigint``,
+``double precision``, text in the "C" collation, as revision 0012 explains) and constraint names
+of the models' naming convention, so that autogenerate compares them equal.
+
 Revision ID: 0017_v21_tables
 Revises: 0016_cjk_bigram_index
 """
@@ -115,7 +119,85 @@ INDEXES = {
 }
 
 
+T = 'TEXT COLLATE "C"'
+PG_TYPES = {"TEXT": T, "INTEGER": "BIGINT", "REAL": "DOUBLE PRECISION"}
+POSTGRESQL_TABLES = [
+    f"""CREATE TABLE session_model_usage (
+    session_id {T} NOT NULL,
+    model {T} NOT NULL,
+    billing_provider {T} NOT NULL DEFAULT '',
+    billing_base_url {T} NOT NULL DEFAULT '',
+    billing_mode {T} NOT NULL DEFAULT '',
+    api_call_count BIGINT NOT NULL DEFAULT 0,
+    input_tokens BIGINT NOT NULL DEFAULT 0,
+    output_tokens BIGINT NOT NULL DEFAULT 0,
+    cache_read_tokens BIGINT NOT NULL DEFAULT 0,
+    cache_write_tokens BIGINT NOT NULL DEFAULT 0,
+    reasoning_tokens BIGINT NOT NULL DEFAULT 0,
+    estimated_cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0,
+    actual_cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0,
+    cost_status {T},
+    cost_source {T},
+    first_seen DOUBLE PRECISION,
+    last_seen DOUBLE PRECISION,
+    CONSTRAINT pk_session_model_usage
+        PRIMARY KEY (session_id, model, billing_provider, billing_base_url, billing_mode),
+    CONSTRAINT fk_session_model_usage_session_id_sessions
+        FOREIGN KEY (session_id) REFERENCES sessions (id) ON DELETE CASCADE
+)""",
+    f"""CREATE TABLE gateway_routing (
+    scope {T} NOT NULL DEFAULT '',
+    session_key {T} NOT NULL,
+    entry_json {T} NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL,
+    CONSTRAINT pk_gateway_routing PRIMARY KEY (scope, session_key)
+)""",
+    f"""CREATE TABLE compression_locks (
+    session_id {T} NOT NULL,
+    holder {T} NOT NULL,
+    acquired_at DOUBLE PRECISION NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL,
+    CONSTRAINT pk_compression_locks PRIMARY KEY (session_id)
+)""",
+    f"""CREATE TABLE async_delegations (
+    delegation_id {T} NOT NULL,
+    origin_session {T} NOT NULL,
+    origin_ui_session_id {T} NOT NULL DEFAULT '',
+    parent_session_id {T},
+    state {T} NOT NULL,
+    dispatched_at DOUBLE PRECISION NOT NULL,
+    completed_at DOUBLE PRECISION,
+    updated_at DOUBLE PRECISION NOT NULL,
+    event_json {T},
+    result_json {T},
+    delivery_state {T} NOT NULL DEFAULT 'pending',
+    delivery_attempts BIGINT NOT NULL DEFAULT 0,
+    delivered_at DOUBLE PRECISION,
+    owner_pid BIGINT,
+    owner_started_at BIGINT,
+    task_json {T},
+    delivery_claim {T},
+    delivery_claimed_at DOUBLE PRECISION,
+    CONSTRAINT pk_async_delegations PRIMARY KEY (delegation_id)
+)""",
+]
+
+
+def _pg_column(ddl: str) -> str:
+    kind, _, rest = ddl.partition(" ")
+    return f"{PG_TYPES[kind]} {rest}".strip()
+
+
 def upgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        for table, columns in (("sessions", SESSIONS), ("messages", MESSAGES)):
+            for name, ddl in columns.items():
+                op.execute(f"ALTER TABLE {table} ADD COLUMN {name} {_pg_column(ddl)}")
+        for stmt in POSTGRESQL_TABLES:
+            op.execute(stmt)
+        for name, body in INDEXES.items():
+            op.execute(f"CREATE INDEX {name} {body}")
+        return
     inspector = sa.inspect(op.get_bind())
     tables = set(inspector.get_table_names())
     for table, columns in (("sessions", SESSIONS), ("messages", MESSAGES)):

@@ -1,0 +1,209 @@
+"""The PostgreSQL policy: a server that is down, retried serialization failures, exact counters
+under concurrent writers, no session state between transactions, SQLite-only operations."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+from backends import closed_port, sql
+from cli_support import run_json
+from sqlalchemy import Connection, text
+from sqlalchemy.engine import make_url
+
+from hermes_store import SessionDB
+from hermes_store.db import engine as engine_mod
+from hermes_store.errors import (
+    BackendNotSupportedError,
+    StoreBusyError,
+    StoreNotFoundError,
+    StoreUnavailableError,
+)
+
+SECRET = "s3cr3t-pa55"
+
+
+def _other_connection(url: str) -> Any:
+    u = make_url(url)
+    return psycopg.connect(host=u.host, port=u.port, user=u.username, dbname=u.database,
+                           autocommit=True)
+
+
+# --------------------------------------------------------------------------- unreachable
+
+
+def test_a_server_that_is_down_is_a_clear_error_naming_host_and_database() -> None:
+    url = f"postgresql://hermes:{SECRET}@127.0.0.1:{closed_port()}/storedb"
+    with pytest.raises(StoreUnavailableError) as err:
+        SessionDB(url)
+    message = str(err.value)
+    assert "127.0.0.1" in message and "storedb" in message and SECRET not in message
+    assert (err.value.host, err.value.database) == ("127.0.0.1", "storedb")
+    assert isinstance(err.value, sqlite3.OperationalError) and err.value.exit_code == 9
+    code, doc = run_json("--db", url, "list")
+    assert code == 9 and doc["error"]["code"] == "unavailable"
+    assert "storedb" in doc["error"]["message"] and SECRET not in doc["error"]["message"]
+
+
+def test_a_missing_database_on_a_live_server_is_not_found(pg_store: str) -> None:
+    url = make_url(pg_store).set(database="hermes_no_such_db").render_as_string(False)
+    with pytest.raises(StoreNotFoundError, match="hermes_no_such_db"):
+        SessionDB(url)
+    code, _ = run_json("--db", url, "current")
+    assert code == 3
+
+
+def test_a_dropped_connection_is_replaced_by_the_pool(pg_store: str) -> None:
+    with SessionDB(pg_store) as db:
+        db.create_session("s1", "cli")
+        killer = _other_connection(pg_store)
+        killer.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        killer.close()
+        db.append_message("s1", "user", "after the restart")
+        assert db.get_session("s1")["message_count"] == 1
+
+
+# --------------------------------------------------------------------------- retries
+
+
+def _conflicting_unit(url: str, conflicts: int, calls: list[int]):
+    """A write unit whose first ``conflicts`` attempts meet a real serialization failure:
+    after it has read the counter, another transaction updates that row and commits."""
+
+    def unit(conn: Connection) -> None:
+        calls.append(1)
+        conn.execute(text("SELECT value FROM state_meta WHERE key = 'n'")).scalar()
+        if len(calls) <= conflicts:
+            other = _other_connection(url)
+            other.execute("UPDATE state_meta SET value = value || '+' WHERE key = 'n'")
+            other.close()
+        conn.execute(text("UPDATE state_meta SET value = value || '!' WHERE key = 'n'"))
+
+    return unit
+
+
+def test_serialization_failures_are_retried_until_the_unit_commits(pg_store: str) -> None:
+    engine = engine_mod.open_engine(pg_store)
+    sql(engine, "INSERT INTO state_meta (key, value) VALUES ('n', '')")
+    calls: list[int] = []
+    engine_mod.run_write(engine, _conflicting_unit(pg_store, 2, calls))
+    assert len(calls) == 3
+    assert sql(engine, "SELECT value FROM state_meta WHERE key = 'n'")[0][0] == "++!"
+
+
+def test_a_unit_that_keeps_conflicting_gives_up_within_its_budget(pg_store: str) -> None:
+    engine = engine_mod.open_engine(pg_store)
+    sql(engine, "INSERT INTO state_meta (key, value) VALUES ('n', '')")
+    calls: list[int] = []
+    with pytest.raises(StoreBusyError, match="serialization failure") as err:
+        engine_mod.run_write(engine, _conflicting_unit(pg_store, 10**6, calls), budget=0.5)
+    assert err.value.attempts == len(calls) > 1 and err.value.waited_s >= 0.5
+    assert "!" not in sql(engine, "SELECT value FROM state_meta WHERE key = 'n'")[0][0]
+
+
+def test_counters_stay_exact_under_concurrent_writers(pg_store: str) -> None:
+    writers, each = 4, 25
+    with SessionDB(pg_store) as setup:
+        setup.create_session("shared", "cli")
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        try:
+            with SessionDB(pg_store) as db:
+                for i in range(each):
+                    db.append_message("shared", "assistant", f"w{n} {i}",
+                                      tool_calls=[{"id": f"{n}-{i}"}])
+                    db.update_token_counts("shared", input_tokens=1, output_tokens=2,
+                                           api_call_count=1)
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with SessionDB(pg_store) as db:
+        row = db.get_session("shared")
+        total = writers * each
+        assert (row["message_count"], row["tool_call_count"]) == (total, total)
+        assert (row["input_tokens"], row["output_tokens"], row["api_call_count"]) == (
+            total, 2 * total, total)
+        assert db.message_count("shared") == total
+        assert len({m["content"] for m in db.get_messages("shared")}) == total
+
+
+# --------------------------------------------------------------------------- pooler safety
+
+
+def test_no_session_state_outlives_a_transaction(pg_store: str) -> None:
+    engine = engine_mod.open_engine(pg_store)
+    with engine.connect() as conn:
+        defaults = conn.execute(text("SELECT current_setting('transaction_isolation'), "
+                                     "current_setting('lock_timeout')")).one()
+        conn.rollback()
+    engine_mod.run_write(engine, lambda c: c.execute(text("SELECT 1")))
+    with engine_mod.reading(engine) as conn:
+        assert conn.execute(text("SHOW transaction_isolation")).scalar() == "repeatable read"
+    with engine.connect() as conn:  # the pooled connection, after both
+        after = conn.execute(text("SELECT current_setting('transaction_isolation'), "
+                                  "current_setting('lock_timeout')")).one()
+        conn.rollback()
+    assert after == defaults
+
+
+def test_writes_are_serializable_and_appends_read_committed(pg_store: str) -> None:
+    seen: dict[str, str] = {}
+
+    def level(name: str):
+        def unit(conn: Connection) -> None:
+            seen[name] = conn.execute(text("SHOW transaction_isolation")).scalar()
+        return unit
+
+    engine = engine_mod.open_engine(pg_store)
+    engine_mod.run_write(engine, level("write"))
+    engine_mod.run_write(engine, level("append"), isolation=engine_mod.READ_COMMITTED)
+    assert seen == {"write": "serializable", "append": "read committed"}
+
+
+# --------------------------------------------------------------------------- SQLite-only parts
+
+
+def test_what_needs_a_file_says_so_plainly(pg_store: str) -> None:
+    with SessionDB(pg_store) as db:
+        for call in (lambda: db._conn, lambda: db._execute_write(lambda c: None),
+                     lambda: engine_mod.engine_path(db.engine)):
+            with pytest.raises(BackendNotSupportedError, match="PostgreSQL") as err:
+                call()
+            assert err.value.exit_code == 2
+
+
+def test_search_on_a_server_store_says_it_is_not_built_yet(pg_store: str) -> None:
+    with SessionDB(pg_store) as db:
+        db.create_session("s1", "cli")
+        with pytest.raises(NotImplementedError, match="search"):
+            db.search_messages("hello")
+
+
+def test_vacuum_on_a_server_store_is_vacuum_analyze(pg_store: str) -> None:
+    engine = engine_mod.open_engine(pg_store)
+    sql(engine, "INSERT INTO state_meta (key, value) VALUES ('k', 'v')")
+    engine_mod.vacuum(engine)
+    analyzed = sql(engine, "SELECT last_vacuum IS NOT NULL AND last_analyze IS NOT NULL "
+                           "FROM pg_stat_user_tables WHERE relname = 'state_meta'")
+    assert analyzed == [(True,)]
+
+
+def test_the_cli_lists_and_filters_a_server_store(pg_store: str) -> None:
+    with SessionDB(pg_store) as db:
+        db.create_session("20260101_000000_abcdef", "cli")
+        db.append_message("20260101_000000_abcdef", "user", "hello there")
+    code, doc = run_json("--db", pg_store, "list", "--newer-than", "1d")
+    assert code == 0 and [s["id"] for s in doc["sessions"]] == ["20260101_000000_abcdef"]
+    code, doc = run_json("--db", pg_store, "list", "--older-than", "1d")
+    assert code == 0 and doc["sessions"] == []
