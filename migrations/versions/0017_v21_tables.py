@@ -195,8 +195,10 @@ def upgrade() -> None:
                 op.execute(f"ALTER TABLE {table} ADD COLUMN {name} {_pg_column(ddl)}")
         for stmt in POSTGRESQL_TABLES:
             op.execute(stmt)
+        # PostgreSQL reflects a DESC key (SQLite does not) and scans an index either way: the
+        # model names the plain column, so the index is created that way here.
         for name, body in INDEXES.items():
-            op.execute(f"CREATE INDEX {name} {body}")
+            op.execute(f"CREATE INDEX {name} {body.replace(' DESC', '')}")
         return
     inspector = sa.inspect(op.get_bind())
     tables = set(inspector.get_table_names())
