@@ -219,7 +219,34 @@ def show(obj: Ctx, session: str, tail: int | None, full: bool, include_compacted
 # --------------------------------------------------------------------------- search
 
 
-@main.command("search")
+class _QueryCommand(click.Command):
+    """``search unsafe -Rust``: a word that starts with one ``-`` and is none of the command's
+    options is part of the query (an exclusion), not a usage error. Unknown ``--long``
+    options are still reported, so a mistyped flag never turns into search words."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        params = [p for p in self.get_params(ctx) if isinstance(p, click.Option)]
+        known = {o for p in params for o in (*p.opts, *p.secondary_opts)}
+        valued = {o for p in params if not p.is_flag and not p.count for o in p.opts}
+        options: list[str] = []
+        words: list[str] = []
+        i = 0
+        while i < len(args):
+            arg, name = args[i], args[i].split("=", 1)[0]
+            if arg == "--":
+                words += args[i + 1:]
+                break
+            if name in known or arg.startswith("--"):
+                takes = name in valued and "=" not in arg and i + 1 < len(args)
+                options += args[i:i + 2] if takes else [arg]
+                i += 1 if takes else 0
+            else:
+                words.append(arg)
+            i += 1
+        return super().parse_args(ctx, [*options, "--", *words])
+
+
+@main.command("search", cls=_QueryCommand)
 @click.argument("query", nargs=-1, required=True)
 @click.option("--source", "sources", multiple=True, help="Only these sources (repeatable).")
 @click.option("--session", "session_ref", default=None,
@@ -239,6 +266,8 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
 
     Words are ANDed; "phrase", OR, NOT/-word and prefix* work; CJK terms of any length.
     A query FTS cannot parse is retried as literal words, never shown as an error.
+    A word starting with - excludes it (search unsafe -Rust); put -- before a query whose
+    words could be read as options (search -- -q).
 
     \b
     Example:
@@ -247,6 +276,7 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
     """
     text = " ".join(query)
     flt = SessionFilter(newer_than=newer_than)
+    expression = results.with_exclusions(text)
     engine = open_read(obj)
     found = results.SessionHits()
     if engine is not None:
@@ -255,7 +285,7 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
             if session_ref is not None:
                 scope = results.lineage_scope(conn, listing.resolve_ref(conn, session_ref))
             found = results.search_sessions_hits(
-                conn, text, sources=list(sources) or None, roles=list(roles) or None,
+                conn, expression, sources=list(sources) or None, roles=list(roles) or None,
                 limit=limit, scope=scope, active_after=flt.window().active_after,
                 no_archived=no_archived, include_tools=include_tools)
     hits, meta, groups = found.hits, found.sessions, found.grouped()

@@ -8,6 +8,7 @@ hits costs a bounded number of reads.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,8 @@ from hermes_store.repo.retention import lineage_of
 from hermes_store.search.statements import search_messages
 
 MAX_PAGES = 20
+_QUERY_TOKEN = re.compile(r'-?"[^"]*"\*?|\S+')
+_OR = "OR"
 # Filters that reject hits after the search read wider pages, so fewer round trips are needed.
 FILTERED_PAGE = 100
 
@@ -36,6 +39,27 @@ class SessionHits:
         for hit in self.hits:
             groups.setdefault(hit["session_id"], []).append(hit)
         return groups
+
+
+def with_exclusions(text: str) -> str:
+    """The command line's ``-word`` (and ``-"a phrase"``) as the query language's ``NOT``.
+
+    The library's sanitizer trims a leading ``-``, as the session API asks; on the command line
+    a ``-`` before a letter or a quote excludes the term. Juxtaposition binds tighter than NOT,
+    so each exclusion moves to the end of its ``OR`` branch (``a -b c`` is ``a c NOT b``); a
+    branch made of exclusions alone cannot be expressed and is dropped. ``-1`` and a lone
+    ``-`` stay words."""
+    branches: list[tuple[list[str], list[str]]] = [([], [])]
+    for token in _QUERY_TOKEN.findall(text):
+        if token == _OR:
+            branches.append(([], []))
+        elif len(token) > 1 and token[0] == "-" and (token[1].isalpha() or token[1] == '"'):
+            branches[-1][1].append(token[1:])
+        else:
+            branches[-1][0].append(token)
+    parts = [" ".join(words + [f"NOT {term}" for term in excluded])
+             for words, excluded in branches if words]
+    return f" {_OR} ".join(parts)
 
 
 def lineage_scope(conn: Connection, session_id: str) -> set[str]:
