@@ -148,3 +148,18 @@ class PlanChangedError(HermesStoreError):
 
     exit_code = 1
     code = "changed_since_preview"
+
+
+class OutputError(HermesStoreError, OSError):
+    """A file or stream could not be written: a full disk, a read-only or missing directory, a
+    path through a regular file. The message names the target the caller gave."""
+
+    exit_code = 1
+    code = "cannot_write"
+
+    @classmethod
+    def writing(cls, target: object, err: OSError) -> OutputError:
+        """The error for a failed write to ``target``, naming it rather than a temporary file."""
+        if isinstance(err, (FileExistsError, NotADirectoryError)) and err.filename:
+            return cls(f"cannot write {target}: {err.filename} is not a directory")
+        return cls(f"cannot write {target}: {err.strerror or err}")

@@ -11,8 +11,11 @@ go to stderr. Reading commands open the store read-only and never migrate it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
+import io
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -156,9 +159,35 @@ class StoreGroup(click.Group):
             return super().invoke(ctx)
         except HermesStoreError as err:
             _fail(ctx, err)
+        except OSError as err:
+            if err.filename is None and not _stdout_writable():
+                _stdout_failed(ctx, err)
+            _fail(ctx, HermesStoreError(f"{err.filename}: {err.strerror or err}"
+                                        if err.filename is not None else str(err)))
         except KeyboardInterrupt:
             click.echo("interrupted; everything committed before stays valid", err=True)
             ctx.exit(130)
+
+
+def _stdout_writable() -> bool:
+    try:
+        sys.stdout.flush()
+    except OSError:
+        return False
+    return True
+
+
+def _stdout_failed(ctx: click.Context, err: OSError) -> NoReturn:
+    """Standard output cannot take more (a full disk, a closed pipe): say so on stderr and
+    point stdout at /dev/null so the interpreter's last flush does not fail again. A closed
+    pipe is the reader's choice (``| head``) and is not reported."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass  # not a real file descriptor (a test runner's buffer): nothing will flush it
+    if err.errno != errno.EPIPE:
+        click.echo(f"error: cannot write to standard output: {err.strerror or err}", err=True)
+    ctx.exit(1)
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:

@@ -47,7 +47,7 @@ from hermes_store.db.engine import (
     run_write,
 )
 from hermes_store.db.models import Base
-from hermes_store.errors import StoreNotFoundError, UsageError
+from hermes_store.errors import OutputError, StoreNotFoundError, UsageError
 from hermes_store.ops import storage
 from hermes_store.ops.backup import copy_with_sidecars, require_free_space, store_bytes
 from hermes_store.ops.holders import SIDECAR_SUFFIXES, ensure_not_held
@@ -369,10 +369,13 @@ def recover_store(source: str | os.PathLike[str], output: str | os.PathLike[str]
                             started_at=datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"))
     report.fingerprint_before = fingerprints(src_path)
     own_work = work_dir is None
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="hermes-recover-", dir=out_path.parent)) if own_work \
-        else Path(work_dir).expanduser()
-    work.mkdir(parents=True, exist_ok=True)
+    try:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix="hermes-recover-", dir=out_path.parent)) \
+            if own_work else Path(work_dir).expanduser()
+        work.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OutputError.writing(out_path if own_work else work_dir, err) from err
     # Built under a scratch name and renamed only when finished: a killed run must never leave
     # a partial store where the result goes.
     building = out_path.with_name(f".{out_path.name}.partial")
