@@ -16,6 +16,7 @@ import functools
 import io
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -72,11 +73,11 @@ class Ctx:
         elif callable(human):
             human()
         else:
-            click.echo(human)
+            say(human)
 
     def note(self, text: str) -> None:
         if not self.quiet:
-            click.echo(text, err=True)
+            say(text, err=True)
 
     @staticmethod
     def interactive() -> bool:
@@ -90,7 +91,7 @@ class Ctx:
         if not stdin_is_tty():
             raise UsageError("stdin is not a terminal: pass --yes to confirm "
                              "(or --dry-run to preview)")
-        if not click.confirm(question, default=False, err=True):
+        if not click.confirm(visible(question), default=False, err=True):
             click.echo("Nothing changed.", err=True)
             sys.exit(1)
 
@@ -122,10 +123,32 @@ class Ctx:
             yield update
 
 
+# Control characters except newline and tab: message text comes from models and tool output,
+# and an ESC sequence in it would recolour, retitle or clear the reader's terminal.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """``text`` safe for a terminal: each control character as its escape (``\\x1b``)."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def say(text: str, *, err: bool = False) -> None:
+    """Human output (stdout, or stderr with ``err``), control characters neutralised."""
+    click.echo(visible(text), err=err)
+
+
+class _Console(Console):
+    """A rich console whose plain-string arguments are neutralised like :func:`say`."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        super().print(*(visible(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+
 def out_console() -> Console:
     stream = sys.stdout  # read at call time: CliRunner swaps it
-    return Console(file=stream, width=None if stream.isatty() else 120, highlight=False,
-                   soft_wrap=True)
+    return _Console(file=stream, width=None if stream.isatty() else 120, highlight=False,
+                    soft_wrap=True)
 
 
 def _fail(ctx: click.Context, err: HermesStoreError) -> NoReturn:
@@ -144,10 +167,10 @@ def _fail(ctx: click.Context, err: HermesStoreError) -> NoReturn:
         click.echo(json.dumps({"ok": False, "command": command, "error": error},
                               ensure_ascii=False, default=str))
     else:
-        click.echo(f"error: {err}", err=True)
+        say(f"error: {err}", err=True)
         for row in rows or []:
-            click.echo(f"  {row['id']}  {when(row.get('last_active_raw'))}  "
-                       f"{row.get('title') or ''}", err=True)
+            say(f"  {row['id']}  {when(row.get('last_active_raw'))}  {row.get('title') or ''}",
+                 err=True)
     ctx.exit(err.exit_code)
 
 

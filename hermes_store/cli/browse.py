@@ -19,8 +19,10 @@ from hermes_store.cli.app import (
     main,
     open_read,
     out_console,
+    say,
     session_item,
     source_label,
+    visible,
     when,
 )
 from hermes_store.db.engine import reading
@@ -75,7 +77,7 @@ def list_cmd(obj: Ctx, flt: SessionFilter, limit: int, show_all: bool, archived:
 
     def render() -> None:
         if not rows:
-            click.echo("no sessions match")
+            say("no sessions match")
             return
         table = Table("title", "workspace", "last active", "source", box=None)
         table.add_column("id", no_wrap=True)
@@ -83,10 +85,10 @@ def list_cmd(obj: Ctx, flt: SessionFilter, limit: int, show_all: bool, archived:
             mark = "* " if row.get("pinned") else ""
             cells = (mark + (row.get("title") or row.get("preview") or "—"), _workspace(row),
                      when(row.get("last_active")), source_label(row), row["id"])
-            table.add_row(*(escape(str(c)) for c in cells))
+            table.add_row(*(escape(visible(str(c))) for c in cells))
         out_console().print(table)
         if more:
-            click.echo("… more sessions match (use --limit or filters)")
+            say("… more sessions match (use --limit or filters)")
 
     obj.emit("list", {"sessions": items, "count": len(items), "more": more,
                       "filter": flt.describe()}, render)
@@ -297,7 +299,7 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
 
     def render() -> None:
         if not hits:
-            click.echo(f"no messages match {text!r}")
+            say(f"no messages match {text!r}")
             return
         con = out_console()
         for sid, group in groups.items():

@@ -20,11 +20,11 @@ from hermes_store.cli.app import (
     out_console,
     require_head,
     size,
+    visible,
     when,
 )
 from hermes_store.db.engine import open_engine, reading
-from hermes_store.ops import stats
-from hermes_store.ops import storage
+from hermes_store.ops import stats, storage
 from hermes_store.ops.backup import require_free_space
 from hermes_store.ops.holders import ensure_not_held, find_holders
 
@@ -56,12 +56,12 @@ def _render_stats(st: stats.StoreStats) -> None:
     if st.sources:
         table = Table("source", "sessions", title="sessions by source", title_justify="left")
         for row in st.sources:
-            table.add_row(str(row["source"]), f"{row['sessions']:,}")
+            table.add_row(visible(str(row["source"])), f"{row['sessions']:,}")
         con.print(table)
     if st.space.available:
         table = Table("object", "kind", "table", "bytes", title="space", title_justify="left")
         for item in st.space.items:
-            table.add_row(item.name, item.kind, item.table, size(item.bytes))
+            table.add_row(visible(item.name), item.kind, visible(item.table), size(item.bytes))
         con.print(table)
         con.print(f"FTS share {st.space.fts_share or 0:.0%} of the file "
                   f"({size(st.space.fts_bytes)})")

@@ -6,7 +6,7 @@ import dataclasses
 
 import click
 
-from hermes_store.cli.app import Ctx, main, open_read, open_write, when
+from hermes_store.cli.app import Ctx, main, open_read, open_write, say, when
 from hermes_store.db.engine import reading, run_write
 from hermes_store.errors import UsageError
 from hermes_store.repo import deletion, listing, retention, sessions, titles
@@ -113,7 +113,7 @@ def delete(obj: Ctx, sessions_: tuple[str, ...], keep_children: bool, force: boo
     with reading(engine) as conn:
         ids = listing.resolve_refs(conn, sessions_)
         plan = deletion.plan_delete(conn, ids, keep_children=keep_children)
-    echo = click.echo if dry_run else (lambda text: click.echo(text, err=True))
+    echo = say if dry_run else (lambda text: say(text, err=True))
     if not obj.as_json:
         for label, group in (("segment", plan.segments), ("child", plan.children)):
             for sid in group:

@@ -20,6 +20,7 @@ from hermes_store.cli.app import (
     iso,
     main,
     open_read,
+    say,
     when,
 )
 from hermes_store.db.engine import open_engine, reading, run_write
@@ -59,7 +60,7 @@ def _preview(obj: Ctx, result: retention.RetentionResult, rows: list[dict[str, A
             obj.note(template.format(n=n, verb=verb, open_why=open_why))
     if obj.as_json or obj.quiet and not result.dry_run:
         return
-    echo = click.echo if result.dry_run else (lambda text: click.echo(text, err=True))
+    echo = say if result.dry_run else (lambda text: say(text, err=True))
     echo(f"Matching: {description}")
     shown = rows if everything else rows[:PREVIEW_ROWS]
     for r in shown:

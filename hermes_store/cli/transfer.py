@@ -15,6 +15,7 @@ from hermes_store.cli.app import (
     main,
     open_read,
     require_head,
+    say,
     size,
 )
 from hermes_store.db import migrate
@@ -135,9 +136,9 @@ def _emit_plan(obj: Ctx, fmt: str, plan: list[dict[str, Any]]) -> None:
 
     def render() -> None:
         for p in plan:
-            click.echo(f"{p['id']}  {p['messages']:>6,} msgs  {p['source'] or '?':<10} "
+            say(f"{p['id']}  {p['messages']:>6,} msgs  {p['source'] or '?':<10} "
                        f"{p['title'] or ''}")
-        click.echo(f"would export {len(plan):,} sessions, {messages:,} messages ({fmt})")
+        say(f"would export {len(plan):,} sessions, {messages:,} messages ({fmt})")
 
     obj.emit("export", {"dry_run": True, "format": fmt, "sessions": len(plan),
                         "messages": messages, "plan": plan}, render)
@@ -160,11 +161,11 @@ def _discover(kind: str | None, since: float | None, with_subagents: bool) -> li
 def _pick(obj: Ctx, files: list[Path]) -> list[Path]:
     """A numbered list and a prompt ("all", or numbers like 1,3-5) on a TTY."""
     for n, path in enumerate(files, 1):
-        click.echo(f"{n:>4}  {path}", err=True)
+        say(f"{n:>4}  {path}", err=True)
     answer = click.prompt("import which files? (all, 1,3-5, or empty to cancel)", default="",
                           show_default=False, err=True).strip().lower()
     if not answer:
-        click.echo("Nothing changed.", err=True)
+        say("Nothing changed.", err=True)
         sys.exit(1)
     if answer == "all":
         return files
@@ -242,7 +243,7 @@ def import_cmd(obj: Ctx, paths: tuple[Path, ...], kind: str | None, import_all: 
             files = _pick(obj, found)
         else:
             for path in found:
-                click.echo(str(path), err=True)
+                say(str(path), err=True)
             raise UsageError(f"found {len(found)} files: give PATH or --all to import them")
     engine = _import_engine(obj)
 
