@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from hermes_store.errors import StoreNotFoundError
+
 DB_FILENAME = "state.db"
 
 
@@ -25,3 +27,18 @@ def resolve_db_path(db: str | os.PathLike[str] | None = None, profile: str | Non
     if profile:
         return Path.home() / ".hermes" / "profiles" / profile / DB_FILENAME
     return default_db_path()
+
+
+def require_parent(path: Path) -> None:
+    """Only the default home is created on demand. A store anywhere else needs an existing
+    directory, so a mistyped ``--db`` is reported (StoreNotFoundError) instead of creating a
+    directory tree or reading as an empty store."""
+    parent = path.expanduser().parent
+    if parent.is_dir():
+        return
+    if parent.exists():
+        raise StoreNotFoundError(f"{parent} is not a directory (for the store {path})")
+    if parent.absolute() == hermes_home().absolute():
+        return
+    raise StoreNotFoundError(f"no directory {parent} for the store {path}: check the path "
+                             f"(only {hermes_home()} is created on demand)")

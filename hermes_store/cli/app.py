@@ -37,7 +37,7 @@ from hermes_store.errors import (
     StoreNotFoundError,
     UsageError,
 )
-from hermes_store.paths import resolve_db_path
+from hermes_store.paths import require_parent, resolve_db_path
 from hermes_store.repo import lineage
 from hermes_store.repo.filters import SessionFilter
 from hermes_store.version import __version__
@@ -60,9 +60,15 @@ def stdin_is_tty() -> bool:
 
 @dataclass
 class Ctx:
-    db: Path
+    store: Path
     as_json: bool
     quiet: bool
+
+    @property
+    def db(self) -> Path:
+        """The store's path; a mistyped directory is not found (exit 3), never created."""
+        require_parent(self.store)
+        return self.store
 
     def emit(self, command: str, payload: dict[str, Any], human: str | Callable[[], None],
              *, ok: bool = True) -> None:
@@ -384,4 +390,4 @@ def main(ctx: click.Context, db: Path | None, profile: str | None, as_json: bool
       hermes-store --db ~/.hermes/state.db upgrade
       hermes-store --json stats
     """
-    ctx.obj = Ctx(db=resolve_db_path(db, profile), as_json=as_json, quiet=quiet)
+    ctx.obj = Ctx(store=resolve_db_path(db, profile), as_json=as_json, quiet=quiet)

@@ -45,6 +45,7 @@ from hermes_store.errors import (
     StoreNotFoundError,
     StoreReplacedError,
 )
+from hermes_store.paths import require_parent
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +149,7 @@ def unwrap(err: BaseException) -> BaseException:
 
 def _ensure_file(path: Path) -> None:
     """Create the database file 0600 before SQLite does, so its sidecars inherit the mode."""
+    require_parent(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
