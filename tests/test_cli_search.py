@@ -57,3 +57,33 @@ def test_a_mistyped_long_option_is_still_a_usage_error(store: Path) -> None:
 ])
 def test_exclusions_move_to_the_end_of_their_or_branch(typed: str, expression: str) -> None:
     assert with_exclusions(typed) == expression
+
+
+# --------------------------------------------------------------------------- paging
+
+
+@pytest.fixture
+def many(head_db: Path) -> Path:
+    for i in range(25):
+        make_session(head_db, f"20260201_10{i:04d}_many{i:04d}", texts=(f"flaky test {i}",))
+    return head_db
+
+
+def test_search_reports_the_total_and_whether_more_match(many: Path) -> None:
+    code, doc = run_json("--db", str(many), "search", "flaky", "--limit", "10")
+    assert code == 0
+    assert (doc["count"], doc["total"], doc["total_exact"], doc["more"]) == (10, 25, True, True)
+    human = run("--db", str(many), "search", "flaky", "--limit", "10").stdout
+    assert "15 more hits (--offset 10 shows the next)" in human
+
+
+def test_offset_pages_through_every_hit_once(many: Path) -> None:
+    seen: list[int] = []
+    for offset in (0, 10, 20):
+        _, doc = run_json("--db", str(many), "search", "flaky", "--limit", "10",
+                          "--offset", str(offset))
+        seen += [h["message_id"] for g in doc["results"] for h in g["hits"]]
+        assert doc["offset"] == offset
+    assert len(seen) == len(set(seen)) == 25
+    assert doc["more"] is False
+    assert "more hit" not in run("--db", str(many), "search", "flaky", "--offset", "20").stdout

@@ -256,14 +256,17 @@ class _QueryCommand(click.Command):
 @click.option("--role", "roles", multiple=True,
               type=click.Choice(["user", "assistant", "tool", "system"]), help="Only these roles.")
 @click.option("--newer-than", default=None, metavar="AGE", help="Sessions active since AGE/TIME.")
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
+              help="How many hits to show.")
+@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Skip this many hits (the next page: --offset 20).")
 @click.option("--include-tools", is_flag=True,
               help="Also search whole tool outputs (the index holds their first 8 KiB).")
 @click.option("--no-archived", is_flag=True, help="Leave archived sessions out.")
 @click.pass_obj
 def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
                session_ref: str | None, roles: tuple[str, ...], newer_than: str | None,
-               limit: int, include_tools: bool, no_archived: bool) -> None:
+               limit: int, offset: int, include_tools: bool, no_archived: bool) -> None:
     """Full-text search over messages; results grouped by session.
 
     Words are ANDed; "phrase", OR, NOT/-word and prefix* work; CJK terms of any length.
@@ -288,7 +291,7 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
                 scope = results.lineage_scope(conn, listing.resolve_ref(conn, session_ref))
             found = results.search_sessions_hits(
                 conn, expression, sources=list(sources) or None, roles=list(roles) or None,
-                limit=limit, scope=scope, active_after=flt.window().active_after,
+                limit=limit, offset=offset, scope=scope, active_after=flt.window().active_after,
                 no_archived=no_archived, include_tools=include_tools)
     hits, meta, groups = found.hits, found.sessions, found.grouped()
     payload = [{"session": session_item(meta[sid], meta[sid].get("lineage_tip_id")),
@@ -297,9 +300,16 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
                           "tool_name": h.get("tool_name")} for h in group]}
                for sid, group in groups.items()]
 
+    more = found.more
+    footer = ""
+    if more:
+        bound = "" if found.exact else "at least "
+        footer = (f"… {bound}{more:,} more {_plural(more, 'hit')} "
+                  f"(--offset {offset + len(hits)} shows the next)")
+
     def render() -> None:
         if not hits:
-            say(f"no messages match {text!r}")
+            say(f"no messages match {text!r}" + (f" after the first {offset}" if offset else ""))
             return
         con = out_console()
         for sid, group in groups.items():
@@ -312,5 +322,13 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
                 snippet = " ".join(str(h.get("snippet") or "").split())
                 con.print(f"    {h['role']:<9} {when(h.get('timestamp'))}  {snippet}",
                           markup=False)
+        if footer:
+            say(footer)
 
-    obj.emit("search", {"query": text, "count": len(hits), "results": payload}, render)
+    obj.emit("search", {"query": text, "count": len(hits), "offset": offset,
+                        "total": found.total, "total_exact": found.exact, "more": more > 0,
+                        "results": payload}, render)
+
+
+def _plural(n: int, word: str) -> str:
+    return word if n == 1 else f"{word}s"
