@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -29,3 +31,17 @@ def test_version_prints_package_version_and_head_revision() -> None:
     assert result.exit_code == 0
     assert __version__ in result.output
     assert migrate.head_revision() in result.output
+
+
+@pytest.mark.parametrize("name", sorted(main.commands))
+def test_every_command_takes_the_output_options_after_its_name(name: str) -> None:
+    result = CliRunner().invoke(main, [name, "--help"])
+    assert "--json" in result.output and "--quiet" in result.output
+
+
+def test_json_and_quiet_after_the_command_work_like_before_it(head_db) -> None:
+    after = CliRunner().invoke(main, ["--db", str(head_db), "current", "--json", "-q"])
+    before = CliRunner().invoke(main, ["--db", str(head_db), "--json", "-q", "current"])
+    assert after.exit_code == before.exit_code == 0
+    assert json.loads(after.stdout) == json.loads(before.stdout)
+    assert after.stderr == ""

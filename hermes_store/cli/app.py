@@ -180,8 +180,34 @@ def _fail(ctx: click.Context, err: HermesStoreError) -> NoReturn:
     ctx.exit(err.exit_code)
 
 
+def _set_on_ctx(attr: str) -> Callable[[click.Context, click.Parameter, bool], None]:
+    def callback(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+        obj = ctx.find_object(Ctx)
+        if value and obj is not None:
+            setattr(obj, attr, True)
+
+    return callback
+
+
+class StoreCommand(click.Command):
+    """Every command also takes the output options after its name (``current --json``),
+    as well as before it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params += [
+            click.Option(["--json", "as_json"], is_flag=True, expose_value=False,
+                         callback=_set_on_ctx("as_json"),
+                         help="Exactly one JSON document on stdout."),
+            click.Option(["-q", "--quiet"], is_flag=True, expose_value=False,
+                         callback=_set_on_ctx("quiet"), help="No notes or progress on stderr."),
+        ]
+
+
 class StoreGroup(click.Group):
     """Turns our errors into their documented exit codes instead of tracebacks."""
+
+    command_class = StoreCommand
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

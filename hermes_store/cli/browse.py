@@ -14,6 +14,7 @@ from rich.table import Table
 
 from hermes_store.cli.app import (
     Ctx,
+    StoreCommand,
     filter_options,
     iso,
     main,
@@ -221,7 +222,7 @@ def show(obj: Ctx, session: str, tail: int | None, full: bool, include_compacted
 # --------------------------------------------------------------------------- search
 
 
-class _QueryCommand(click.Command):
+class _QueryCommand(StoreCommand):
     """``search unsafe -Rust``: a word that starts with one ``-`` and is none of the command's
     options is part of the query (an exclusion), not a usage error. Unknown ``--long``
     options are still reported, so a mistyped flag never turns into search words."""
