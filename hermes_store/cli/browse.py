@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
+from hermes_store.cli import formats
 from hermes_store.cli.app import (
     Ctx,
     StoreCommand,
@@ -34,6 +34,8 @@ from hermes_store.search import results
 from hermes_store.transfer.reader import StoreReader, content_text
 
 TOOL_RESULT_CHARS = 2000
+LIST_COLUMNS = (formats.Column("title", 12), formats.Column("workspace", 8),
+                formats.Column("last active"), formats.Column("source", 6), formats.Column("id"))
 
 
 # --------------------------------------------------------------------------- list
@@ -80,14 +82,12 @@ def list_cmd(obj: Ctx, flt: SessionFilter, limit: int, show_all: bool, archived:
         if not rows:
             say("no sessions match")
             return
-        table = Table("title", "workspace", "last active", "source", box=None)
-        table.add_column("id", no_wrap=True)
-        for row in rows:
-            mark = "* " if row.get("pinned") else ""
-            cells = (mark + (row.get("title") or row.get("preview") or "—"), _workspace(row),
-                     when(row.get("last_active")), source_label(row), row["id"])
-            table.add_row(*(escape(visible(str(c))) for c in cells))
-        out_console().print(table)
+        cells = [[visible(str(c)) for c in (
+            ("* " if row.get("pinned") else "") + (row.get("title") or row.get("preview") or "—"),
+            _workspace(row), when(row.get("last_active")), source_label(row), row["id"])]
+            for row in rows]
+        for line in formats.table_lines(LIST_COLUMNS, cells):
+            say(line)
         if more:
             say("… more sessions match (use --limit or filters)")
 
