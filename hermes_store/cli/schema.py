@@ -10,7 +10,7 @@ import click
 
 from hermes_store.cli.app import Ctx, main, size
 from hermes_store.db import migrate
-from hermes_store.db.engine import open_engine, reading
+from hermes_store.db.engine import checkpoint, open_engine, reading
 from hermes_store.ops import stats
 from hermes_store.ops.backup import backup_store, require_free_space
 from hermes_store.ops.holders import ensure_not_held
@@ -53,11 +53,22 @@ def upgrade(obj: Ctx, revision: str, dry_run: bool, no_backup: bool, force: bool
             backup_file = backup_store(obj.db, label="pre-upgrade")
             obj.note(f"backup: {backup_file.path} ({size(backup_file.bytes)})")
     after = migrate.upgrade(obj.db, revision)
+    advice: list[stats.Advice] = []
+    if pending and before.state not in ("missing", "empty"):
+        engine = open_engine(obj.db)
+        # The migration wrote through the WAL; leave a file, not a file plus a WAL its size.
+        checkpoint(engine, "TRUNCATE")
+        with reading(engine) as conn:
+            advice = stats.upkeep_advice(conn)
     human = (f"{obj.db}: already at {after.head}" if not pending
              else f"{obj.db}: {before.describe()} -> {after.current}")
+    human += "".join(f"\nnext: {a.message}: run `{a.command}`" for a in advice[:1])
     obj.emit("upgrade", {**base, "dry_run": False, "revision": after.current,
                          "applied": pending,
-                         "backup": str(backup_file.path) if backup_file else None}, human)
+                         "backup": str(backup_file.path) if backup_file else None,
+                         "next": [a.command for a in advice[:1]],
+                         "advice": [{"message": a.message, "command": a.command}
+                                    for a in advice]}, human)
 
 
 @main.command()
