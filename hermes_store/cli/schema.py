@@ -112,7 +112,7 @@ def check(obj: Ctx) -> None:
       hermes-store --db state.db check && echo current
     """
     st = migrate.status(obj.db)
-    drift = [repr(d) for d in migrate.check(obj.db)] if st.state != "missing" else []
+    drift = [describe_drift(d) for d in migrate.check(obj.db)] if st.state != "missing" else []
     ok = st.at_head and not drift
     human = "ok: at head, no drift" if ok else (
         f"not current: {st.describe()}" + "".join(f"\n  drift: {d}" for d in drift))
@@ -121,3 +121,44 @@ def check(obj: Ctx) -> None:
     if not ok:
         sys.exit(1)
 
+
+
+# --------------------------------------------------------------------------- drift, in words
+
+
+def _default(column: Any) -> str:
+    default = getattr(column, "server_default", None)
+    arg = getattr(default, "arg", default)
+    text = getattr(arg, "text", arg)
+    return "" if text is None else f" DEFAULT {text}"
+
+
+def _name(obj: Any) -> str:
+    """A schema object as the DDL names it: tables and indexes by name, columns with type,
+    NULL-ability and default, anything else as its string."""
+    table = getattr(obj, "table", None)
+    if hasattr(obj, "type") and table is not None:  # a column
+        null = "" if getattr(obj, "nullable", True) else " NOT NULL"
+        return f"{table.name}.{obj.name} {obj.type}{null}{_default(obj)}"
+    if hasattr(obj, "columns") and table is not None:  # an index or a constraint
+        cols = ", ".join(c.name for c in obj.columns)
+        return f"{obj.name or 'unnamed'} on {table.name} ({cols})"
+    if hasattr(obj, "columns") and hasattr(obj, "name"):  # a table
+        return str(obj.name)
+    text = getattr(obj, "text", None)
+    return str(text if text is not None else obj)
+
+
+def describe_drift(diff: Any) -> str:
+    """One difference reported by Alembic's compare, in words instead of object reprs:
+    ``add column sessions.pinned INTEGER NOT NULL DEFAULT 0`` (what the models have and the
+    store lacks), ``modify type messages.x: TEXT -> REAL``."""
+    if isinstance(diff, list):  # the modify_* changes of one column come grouped
+        return "; ".join(describe_drift(d) for d in diff)
+    kind, *rest = diff
+    verb = str(kind).replace("_", " ")
+    if kind.startswith("modify_") and len(rest) >= 6:
+        _schema, table, column, _kw, old, new = rest[:6]
+        return f"{verb} {table}.{column}: {_name(old)} -> {_name(new)}"
+    target = rest[-1] if rest else ""
+    return f"{verb} {_name(target)}"
