@@ -24,7 +24,7 @@ from hermes_store.errors import UsageError
 from hermes_store.repo import listing
 from hermes_store.repo.filters import SessionFilter, parse_time
 from hermes_store.transfer import export as exporters
-from hermes_store.transfer import load
+from hermes_store.transfer import load, manifest
 from hermes_store.transfer import parse as importers
 
 DISCOVERABLE = ("claude", "codex")
@@ -142,6 +142,35 @@ def _emit_plan(obj: Ctx, fmt: str, plan: list[dict[str, Any]]) -> None:
 
     obj.emit("export", {"dry_run": True, "format": fmt, "sessions": len(plan),
                         "messages": messages, "plan": plan}, render)
+
+
+@main.command()
+@click.argument("target", metavar="MANIFEST", type=click.Path(path_type=Path))
+@click.pass_obj
+def verify(obj: Ctx, target: Path) -> None:
+    """Check a Markdown export against its manifest: every listed file present, unchanged.
+
+    MANIFEST is a manifest.jsonl or the export directory holding one. Each record's sha256
+    is the file's checksum (what sha256sum prints). Exit 0 when every file matches, 1 when
+    one is missing or changed, 3 when there is no manifest. Never opens the store.
+
+    \b
+    Example:
+      hermes-store export notes/ --format md --all
+      hermes-store verify notes/
+    """
+    checks = manifest.verify(target)
+    bad = [c for c in checks if c.status != "ok"]
+
+    def render() -> None:
+        for c in checks:
+            say(f"{c.status:<8} {c.path}")
+        say(f"{len(checks) - len(bad)} of {len(checks)} files match the manifest")
+
+    obj.emit("verify", {"path": str(target), "verified": not bad, "problems": len(bad),
+                        "files": manifest.as_dicts(checks)}, render)
+    if bad:
+        sys.exit(1)
 
 
 # --------------------------------------------------------------------------- import
