@@ -272,3 +272,14 @@ def test_delete_refuses_a_session_that_went_live_while_it_asked(
                       "last_activity_at = strftime('%s', 'now') WHERE id = ?", OLD)
     result = run("--db", str(store), "delete", OLD, "--yes")
     assert result.exit_code == 5 and OLD in ids(store)
+
+
+def test_archive_by_id_notes_no_ancestors_of_other_lineages(store: Path) -> None:
+    compressed_pair(store, root_age=200, tip_age=1)  # an unrelated lineage with an ancestor
+    result = run("--db", str(store), "archive", OLD, "--dry-run")
+    assert result.exit_code == 0
+    assert "compressed ancestors" not in result.output
+    code, doc = run_json("--db", str(store), "archive", OLD, "--dry-run")
+    assert (code, doc["ids"], doc["spared"]["lineage"]) == (0, [OLD], 0)
+    _, doc = run_json("--db", str(store), "prune", "--older-than", "100d", "--dry-run")
+    assert doc["spared"]["lineage"] == 1  # by a filter, the old ancestor is still noted

@@ -178,21 +178,27 @@ def _select(conn: Executor, *, where: ColumnElement[bool] | None, ids: Iterable[
     return _Selection(chosen, rest), wanted
 
 
-def _would_match_alone(seg: Segment, wanted: set[str] | None, older_than: float | None) -> bool:
+def _would_match_alone(seg: Segment, wanted: set[str] | None, ids: set[str] | None,
+                       older_than: float | None) -> bool:
     if wanted is not None and seg.id not in wanted:
+        return False
+    if ids is not None and seg.id not in ids:
         return False
     return older_than is None or (seg.last_active is not None and seg.last_active < older_than)
 
 
 def _count_lineage_spared(units: Iterable[Lineage], wanted: set[str] | None,
-                          older_than: float | None, *, ended_only: bool) -> int:
-    """Segments that would qualify on their own but whose lineage did not."""
+                          older_than: float | None, *, ended_only: bool,
+                          ids: Iterable[str] | None = None) -> int:
+    """Segments that would qualify on their own (by the filter, among the ``ids`` asked
+    for) but whose lineage did not."""
+    id_set = set(ids) if ids is not None else None
     count = 0
     for unit in units:
         for seg in unit.segments[:-1]:
             if ended_only and seg.ended_at is None:
                 continue
-            if _would_match_alone(seg, wanted, older_than):
+            if _would_match_alone(seg, wanted, id_set, older_than):
                 count += 1
     return count
 
@@ -267,7 +273,7 @@ def prune(conn: Executor, *, older_than: float | None = None, newer_than: float 
         else:
             doomed.append(unit)
     result.spared.lineage = _count_lineage_spared(selection.rest, wanted, older_than,
-                                                  ended_only=True)
+                                                  ended_only=True, ids=ids)
     _finish(result, doomed)
     if not dry_run and result.ids:
         result.changed = delete_sessions(conn, result.ids)
@@ -308,7 +314,7 @@ def archive(conn: Executor, *, older_than: float | None = None,
         else:
             chosen.append(unit)
     result.spared.lineage = _count_lineage_spared(selection.rest, wanted, older_than,
-                                                  ended_only=not include_open)
+                                                  ended_only=not include_open, ids=ids)
     _finish(result, chosen)
     if not dry_run and result.ids:
         result.changed = _set_archived(conn, result.ids, 1)
