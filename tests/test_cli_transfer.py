@@ -250,3 +250,17 @@ def test_import_on_a_terminal_offers_a_picker(tmp_path: Path,
     result = CliRunner().invoke(main, ["--db", str(db), "import"], input="2\n")
     assert result.exit_code == 0, result.output
     assert rows(db, "SELECT count(*) FROM sessions") == [(1,)]
+
+
+def test_the_same_claude_log_under_another_name_is_not_imported_twice(head_db: Path,
+                                                                      tmp_path: Path) -> None:
+    log = claude_log(tmp_path / "claude")
+    copy = tmp_path / "elsewhere" / "renamed-copy.jsonl"
+    copy.parent.mkdir()
+    copy.write_bytes(log.read_bytes())
+    code, first = run_json("--db", str(head_db), "import", str(log))
+    assert (code, first["sessions_imported"]) == (0, 1)
+    code, again = run_json("--db", str(head_db), "import", str(copy))
+    assert (code, again["sessions_imported"]) == (0, 0)
+    assert again["files"][0]["status"] != "imported"
+    assert rows(head_db, "SELECT count(*) FROM sessions") == [(1,)]
