@@ -79,8 +79,8 @@ class SessionNotFoundError(HermesStoreError, LookupError):
     exit_code = 3
     code = "not_found"
 
-    def __init__(self, ref: str):
-        super().__init__(f"no session matches {ref!r}")
+    def __init__(self, ref: str, reason: str | None = None):
+        super().__init__(reason or f"no session matches {ref!r}")
         self.ref = ref
 
 
@@ -163,3 +163,10 @@ class OutputError(HermesStoreError, OSError):
         if isinstance(err, (FileExistsError, NotADirectoryError)) and err.filename:
             return cls(f"cannot write {target}: {err.filename} is not a directory")
         return cls(f"cannot write {target}: {err.strerror or err}")
+
+
+class InputNotFoundError(HermesStoreError, FileNotFoundError):
+    """A file named on the command line (to import, to verify) does not exist."""
+
+    exit_code = 3
+    code = "not_found"

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
-from hermes_store.errors import StoreNotFoundError
+from hermes_store.errors import StoreNotFoundError, UsageError
 
 DB_FILENAME = "state.db"
+_PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def hermes_home() -> Path:
@@ -21,11 +23,18 @@ def default_db_path() -> Path:
 
 
 def resolve_db_path(db: str | os.PathLike[str] | None = None, profile: str | None = None) -> Path:
-    """The store to use: ``db`` if given, else the profile's store, else the default."""
-    if db is not None and str(db) != "":
-        return Path(db).expanduser()
+    """The store to use: ``db`` if given, else the profile's store under the home, else the
+    default. Both at once, or a profile name that is not a plain name, is a UsageError."""
+    explicit = db is not None and str(db) != ""
+    if explicit and profile:
+        raise UsageError("give --db or --profile, not both")
+    if explicit:
+        return Path(db).expanduser()  # type: ignore[arg-type]
     if profile:
-        return Path.home() / ".hermes" / "profiles" / profile / DB_FILENAME
+        if not _PROFILE_NAME.match(profile):
+            raise UsageError(f"--profile {profile!r}: a profile name is letters, digits, '.', "
+                             "'_' and '-', starting with a letter or digit")
+        return hermes_home() / "profiles" / profile / DB_FILENAME
     return default_db_path()
 
 

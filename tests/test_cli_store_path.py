@@ -58,3 +58,18 @@ def test_a_missing_store_in_an_existing_directory_is_still_an_empty_result(
     code, doc = run_json("--db", str(tmp_path / "state.db"), "list")
     assert (code, doc["count"]) == (0, 0)
     assert not (tmp_path / "state.db").exists()
+
+
+def test_a_profile_lives_under_the_home_and_is_a_plain_name(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    (home / "profiles" / "work").mkdir(parents=True)
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    code, doc = run_json("--profile", "work", "stats")
+    assert code == 0 and doc["path"] == str(home / "profiles" / "work" / "state.db")
+    for bad in ("../../etc", "a/b", ".hidden"):
+        result = run("--profile", bad, "stats")
+        assert result.exit_code == 2, bad
+        assert "profile name" in result.stderr
+    result = run("--db", str(tmp_path / "x.db"), "--profile", "work", "stats")
+    assert result.exit_code == 2 and "not both" in result.stderr

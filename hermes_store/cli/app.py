@@ -220,8 +220,17 @@ class StoreGroup(click.Group):
             _fail(ctx, HermesStoreError(f"{err.filename}: {err.strerror or err}"
                                         if err.filename is not None else str(err)))
         except KeyboardInterrupt:
-            click.echo("interrupted; everything committed before stays valid", err=True)
-            ctx.exit(130)
+            _fail(ctx, Interrupted())
+
+
+class Interrupted(HermesStoreError):
+    """Ctrl-C: what was committed before stays; with --json, still one JSON document."""
+
+    exit_code = 130
+    code = "interrupted"
+
+    def __init__(self) -> None:
+        super().__init__("interrupted; everything committed before stays valid")
 
 
 def _stdout_writable() -> bool:
@@ -275,6 +284,11 @@ def when(ts: Any) -> str:
         return "?"
     local = datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
     return f"{local} ({age(max(0.0, time.time() - ts))})"
+
+
+def count(n: int, noun: str) -> str:
+    """``1 session``, ``2 sessions``, ``12,000 messages``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def size(n: int | None) -> str:

@@ -34,6 +34,7 @@ from hermes_store.search import results
 from hermes_store.transfer.reader import StoreReader, content_text
 
 TOOL_RESULT_CHARS = 2000
+QUERY_ECHO = 80  # characters of the query repeated back in "no messages match"
 LIST_COLUMNS = (formats.Column("title", 12), formats.Column("workspace", 8),
                 formats.Column("last active"), formats.Column("source", 6), formats.Column("id"))
 
@@ -310,7 +311,8 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
 
     def render() -> None:
         if not hits:
-            say(f"no messages match {text!r}" + (f" after the first {offset}" if offset else ""))
+            shown = text if len(text) <= QUERY_ECHO else text[:QUERY_ECHO] + "…"
+            say(f"no messages match {shown!r}" + (f" after the first {offset}" if offset else ""))
             return
         con = out_console()
         for sid, group in groups.items():

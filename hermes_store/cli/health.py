@@ -193,7 +193,7 @@ main.add_command(_optimize_alias, "optimize")
 
 ASK_ABOVE_BYTES = 500 * 1024 * 1024
 NO_VACUUM_SHARE = 0.3
-_PHASE_LABEL = {"backfill": "backfill", "teardown": "Reclaiming old index", "vacuum": "vacuum",
+_PHASE_LABEL = {"backfill": "backfill", "teardown": "reclaiming old index", "vacuum": "vacuum",
                 "done": "done"}
 
 

@@ -6,7 +6,7 @@ import dataclasses
 
 import click
 
-from hermes_store.cli.app import Ctx, main, open_read, open_write, say, when
+from hermes_store.cli.app import Ctx, count, main, open_read, open_write, say, when
 from hermes_store.db.engine import reading, run_write
 from hermes_store.errors import UsageError
 from hermes_store.repo import deletion, listing, retention, sessions, titles
@@ -28,7 +28,7 @@ def _flag_verb(obj: Ctx, command: str, refs: tuple[str, ...], dry_run: bool) -> 
         obj.note(f"note: {sid} was archived; pinning unarchived it")
     already = len(ids) - (result.matched if command == "unpin" else result.changed)
     state = "pinned" if command == "pin" else "unpinned"
-    human = (f"would {command} {result.matched} sessions" if dry_run
+    human = (f"would {command} {count(result.matched, 'session')}" if dry_run
              else f"{state}: {', '.join(result.ids) or 'nothing'}"
              + (f" (already {state}: {already})" if already and not dry_run else ""))
     obj.emit(command, {**result.as_dict(), "unarchived": result.unarchived}, human)
@@ -126,12 +126,14 @@ def delete(obj: Ctx, sessions_: tuple[str, ...], keep_children: bool, force: boo
     payload = {"dry_run": dry_run, **plan.to_dict(), "spared": NOTHING_SPARED}
     if dry_run:
         obj.emit("delete", {**payload, "changed": 0},
-                 f"would delete {len(plan.doomed)} sessions, {plan.messages} messages")
+                 f"would delete {count(len(plan.doomed), 'session')}, "
+                 f"{count(plan.messages, 'message')}")
         return
     plan.check(force=force)
-    obj.confirm(f"delete {len(plan.doomed)} sessions and {plan.messages} messages "
+    obj.confirm(f"delete {count(len(plan.doomed), 'session')} and "
+                f"{count(plan.messages, 'message')} "
                 "permanently?", yes=yes)
     changed = run_write(open_write(obj),
                         lambda conn: deletion.delete_as_planned(conn, ids, plan, force=force),
                         what="delete")
-    obj.emit("delete", {**payload, "changed": changed}, f"deleted {changed} sessions")
+    obj.emit("delete", {**payload, "changed": changed}, f"deleted {count(changed, 'session')}")

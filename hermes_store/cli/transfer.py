@@ -11,6 +11,7 @@ import click
 
 from hermes_store.cli.app import (
     Ctx,
+    count,
     filter_options,
     main,
     open_read,
@@ -19,9 +20,9 @@ from hermes_store.cli.app import (
     size,
 )
 from hermes_store.db import migrate
-from hermes_store.db.engine import open_engine, reading
-from hermes_store.errors import UsageError
-from hermes_store.repo import listing
+from hermes_store.db.engine import forget, open_engine, reading
+from hermes_store.errors import InputNotFoundError, UsageError
+from hermes_store.repo import listing, sessions
 from hermes_store.repo.filters import SessionFilter, parse_time
 from hermes_store.transfer import export as exporters
 from hermes_store.transfer import load, manifest
@@ -99,6 +100,7 @@ def export_cmd(obj: Ctx, output: str | None, fmt: str, session_ids: tuple[str, .
             ids = [recent] if recent is not None else []
         else:
             ids = None
+        total = len(ids) if ids is not None else sessions.session_count(conn)
         if dry_run:
             plan = exporters.plan_export(conn, ids)
     if dry_run:
@@ -108,7 +110,6 @@ def export_cmd(obj: Ctx, output: str | None, fmt: str, session_ids: tuple[str, .
         obj.emit("export", {"sessions": 0, "messages": 0, "files": [], "dry_run": False},
                  "no sessions match; nothing written")
         return
-    total = len(ids) if ids is not None else 0
     with obj.progress() as update:
         result = exporters.export_sessions(
             engine, output, ids, options,
@@ -122,7 +123,8 @@ def export_cmd(obj: Ctx, output: str | None, fmt: str, session_ids: tuple[str, .
                "messages": result.messages, "files": result.files, "redacted": result.redacted,
                "redaction_counts": result.redaction_counts, "manifest": result.manifest,
                "notes": result.notes}
-    summary = (f"exported {result.sessions:,} sessions, {result.messages:,} messages "
+    summary = (f"exported {count(result.sessions, 'session')}, "
+               f"{count(result.messages, 'message')} "
                f"({fmt}) to {', '.join(result.files[:3]) or '-'}"
                + (f" and {len(result.files) - 3} more files" if len(result.files) > 3 else ""))
     if output == "-" and not obj.as_json:
@@ -138,7 +140,8 @@ def _emit_plan(obj: Ctx, fmt: str, plan: list[dict[str, Any]]) -> None:
         for p in plan:
             say(f"{p['id']}  {p['messages']:>6,} msgs  {p['source'] or '?':<10} "
                        f"{p['title'] or ''}")
-        say(f"would export {len(plan):,} sessions, {messages:,} messages ({fmt})")
+        say(f"would export {count(len(plan), 'session')}, {count(messages, 'message')} "
+            f"({fmt})")
 
     obj.emit("export", {"dry_run": True, "format": fmt, "sessions": len(plan),
                         "messages": messages, "plan": plan}, render)
@@ -209,25 +212,45 @@ def _pick(obj: Ctx, files: list[Path]) -> list[Path]:
     return list(dict.fromkeys(chosen))
 
 
-def _import_engine(obj: Ctx) -> Any:
-    """The target store; a missing or empty one is created at head (nothing to migrate)."""
+def _check_inputs(files: list[Path]) -> None:
+    """Every named file exists and is a file, before anything is opened or created."""
+    for path in files:
+        if path.is_dir():
+            raise UsageError(f"{path} is a directory: give the log files in it ({path}/*.jsonl)"
+                             ", or import discovered logs with --from claude|codex --all")
+        if not path.exists():
+            raise InputNotFoundError(f"no such file: {path}")
+
+
+def _import_engine(obj: Ctx) -> tuple[Any, bool]:
+    """The target store, and whether this command created it: a missing or empty one is
+    created at head (nothing to migrate)."""
     st = migrate.status(obj.db)
+    created = st.state == "missing"
     if st.state in ("missing", "empty"):
         migrate.upgrade(obj.db)
-        obj.note(f"created {obj.db}")
     else:
         require_head(obj, st)
-    return open_engine(obj.db)
+    return open_engine(obj.db), created
+
+
+def _discard_new_store(path: Path) -> None:
+    """Remove a store this command created when nothing was written into it (a dry run,
+    files that could not be read): importing nothing leaves nothing behind."""
+    forget(path)
+    for file in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        file.unlink(missing_ok=True)
 
 
 def _summary_line(f: load.FileImportSummary) -> str:
-    parts = [f"{f.status}", f"{f.sessions_imported} sessions", f"{f.messages_imported} messages"]
+    parts = [f"{f.status}", count(f.sessions_imported, "session"),
+             count(f.messages_imported, "message")]
     if f.sessions_skipped:
         parts.append(f"{f.sessions_skipped} skipped")
     if f.malformed_lines:
-        parts.append(f"{f.malformed_lines} malformed lines")
+        parts.append(count(f.malformed_lines, "malformed line"))
     if f.dropped_wrappers:
-        parts.append(f"{f.dropped_wrappers} injected wrappers dropped")
+        parts.append(f"{count(f.dropped_wrappers, 'injected wrapper')} dropped")
     if f.error:
         parts.append(f"error: {f.error}")
     return f"{f.path} ({f.format or '?'}): " + ", ".join(parts)
@@ -274,13 +297,18 @@ def import_cmd(obj: Ctx, paths: tuple[Path, ...], kind: str | None, import_all: 
             for path in found:
                 say(str(path), err=True)
             raise UsageError(f"found {len(found)} files: give PATH or --all to import them")
-    engine = _import_engine(obj)
+    _check_inputs(files)
+    engine, created = _import_engine(obj)
 
     def done(_path: str, summary: load.FileImportSummary) -> None:
         obj.note(_summary_line(summary))
 
     result = load.import_paths(engine, files, kind=kind, replace=replace, dry_run=dry_run,
-                                    progress=done)
+                               progress=done)
+    if created and (dry_run or not result.sessions_imported):
+        _discard_new_store(obj.db)
+    elif created:
+        obj.note(f"created {obj.db}")
     payload = {"dry_run": dry_run, "sessions_imported": result.sessions_imported,
                "sessions_skipped": result.sessions_skipped,
                "messages_imported": result.messages_imported,
@@ -292,10 +320,11 @@ def import_cmd(obj: Ctx, paths: tuple[Path, ...], kind: str | None, import_all: 
                                 f.path for f in result.failed]}
     verb = "would import" if dry_run else "imported"
     obj.emit("import", payload,
-             f"{verb} {result.sessions_imported:,} sessions, {result.messages_imported:,} "
-             f"messages from {len(result.files)} files ({len(result.failed)} failed, "
-             f"{result.malformed_lines} malformed lines skipped); store {obj.db} "
-             f"({size(obj.db.stat().st_size) if obj.db.exists() else '?'})",
+             f"{verb} {count(result.sessions_imported, 'session')}, "
+             f"{count(result.messages_imported, 'message')} from "
+             f"{count(len(result.files), 'file')} ({len(result.failed)} failed, "
+             f"{count(result.malformed_lines, 'malformed line')} skipped); store {obj.db} "
+             f"({size(obj.db.stat().st_size) if obj.db.exists() else 'not created'})",
              ok=not result.failed)
     if result.exit_code:
         sys.exit(result.exit_code)

@@ -70,11 +70,13 @@ class RetentionResult:
     spared: Spared = field(default_factory=Spared)
     candidates: list[Candidate] = field(default_factory=list)
     unarchived: list[str] = field(default_factory=list)
+    open_sessions: int = 0  # of the segments spared as open, those that never ended
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON shape of mutating CLI commands (cli-and-formats.md §1.3)."""
         return {"dry_run": self.dry_run, "matched": self.matched, "changed": self.changed,
-                "ids": list(self.ids), "spared": asdict(self.spared)}
+                "ids": list(self.ids), "spared": asdict(self.spared),
+                "open_sessions": self.open_sessions}
 
 
 # --------------------------------------------------------------------------- lineages
@@ -203,6 +205,14 @@ def _count_lineage_spared(units: Iterable[Lineage], wanted: set[str] | None,
     return count
 
 
+def _spare_open(result: RetentionResult, unit: Lineage) -> None:
+    """An open lineage is spared whole (``spared.open`` counts its segments, like every spared
+    group); ``open_sessions`` counts the segments that never ended, as ``stats`` counts open
+    sessions."""
+    result.spared.open += len(unit.segments)
+    result.open_sessions += sum(1 for s in unit.segments if s.ended_at is None)
+
+
 def _finish(result: RetentionResult, units: list[Lineage]) -> RetentionResult:
     units.sort(key=lambda u: (u.last_active is None, u.last_active or 0.0, u.root_id))
     result.candidates = [Candidate(u.root_id, u.tip.id, u.ids, u.last_active) for u in units]
@@ -263,7 +273,7 @@ def prune(conn: Executor, *, older_than: float | None = None, newer_than: float 
         n = len(unit.segments)
         last = unit.last_active
         if unit.open:
-            result.spared.open += n
+            _spare_open(result, unit)
         elif unit.pinned and not include_pinned:
             result.spared.pinned += n
         elif unit.archived and not include_archived:
@@ -308,7 +318,7 @@ def archive(conn: Executor, *, older_than: float | None = None,
         if unit.pinned:
             result.spared.pinned += n
         elif unit.open and not include_open:
-            result.spared.open += n
+            _spare_open(result, unit)
         elif all(s.archived for s in unit.segments):
             result.spared.archived += n
         else:
