@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import click
 import pytest
 from cli_support import make_session, run, run_json
+from click.testing import CliRunner
 
 from hermes_store.cli import app
 
@@ -101,3 +103,60 @@ def test_counts_of_one_read_in_the_singular(store: Path, args: list[str], text: 
 def test_the_helper_pluralises_with_thousands() -> None:
     assert (app.count(1, "session"), app.count(0, "message"), app.count(12000, "file")) == (
         "1 session", "0 messages", "12,000 files")
+
+
+def test_damage_advice_names_the_real_store(tmp_path: Path) -> None:
+    damaged = tmp_path / "state.db"
+    damaged.write_text("[session]\nid = 20260802_120000_fff666\n" * 500)  # not a database
+    code, doc = run_json("--db", str(damaged), "list")
+    assert code == 7, doc
+    assert f"recover --source {damaged}" in doc["error"]["message"]
+    assert "PATH" not in doc["error"]["message"]
+
+
+def test_reading_a_legacy_store_through_open_engine_says_to_upgrade(legacy_db) -> None:
+    from sqlalchemy import select
+
+    from hermes_store import ChatSession, open_engine
+    from hermes_store.engine import read_session
+    from hermes_store.errors import SchemaMismatchError
+
+    path = legacy_db(6)
+    with pytest.raises(SchemaMismatchError, match="hermes-store upgrade") as info:
+        with read_session(open_engine(path)) as s:
+            s.scalars(select(ChatSession).limit(1)).all()
+    assert str(path) in str(info.value) and "no such column" in str(info.value)
+
+
+@pytest.mark.parametrize(("hint", "shown"), [
+    ("hermes-store repair --check-only, then hermes-store repair",
+     "`hermes-store repair --check-only`, then `hermes-store repair`"),
+    ("stop idle readers, then hermes-store compact",
+     "stop idle readers, then `hermes-store compact`"),
+    ("hermes-store stats (under a Python whose SQLite has dbstat)",
+     "`hermes-store stats` (under a Python whose SQLite has dbstat)"),
+    ("hermes-store close --older-than 1d", "`hermes-store close --older-than 1d`"),
+    ("prefer a Python built with SQLite >= 3.51.3; to salvage, hermes-store recover "
+     "(it reads a copy)", "prefer a Python built with SQLite >= 3.51.3; to salvage, "
+     "`hermes-store recover` (it reads a copy)"),
+])
+def test_doctor_hints_quote_only_the_commands(hint: str, shown: str) -> None:
+    assert app.commands_marked(hint) == shown
+
+
+def test_doctor_hints_never_quote_prose_as_a_command(head_db: Path) -> None:
+    result = run("--db", str(head_db), "doctor")
+    for line in result.stdout.splitlines():
+        for quoted in line.split("`")[1::2]:
+            assert quoted.startswith("hermes-store ") and ";" not in quoted, line
+            assert " works " not in quoted and " then " not in quoted, line
+
+
+def test_doctor_prints_a_damage_hint_as_two_commands(tmp_path: Path) -> None:
+    from hermes_store.cli.health import _render_findings
+    from hermes_store.ops.stats import Finding
+
+    result = CliRunner().invoke(click.Command("x", callback=lambda: _render_findings(
+        "state.db", [Finding("quick_check", "damage", "page 7 corrupt",
+                             "hermes-store repair --check-only, then hermes-store repair")])))
+    assert "-> `hermes-store repair --check-only`, then `hermes-store repair`" in result.stdout

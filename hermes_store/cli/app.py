@@ -286,6 +286,15 @@ def when(ts: Any) -> str:
     return f"{local} ({age(max(0.0, time.time() - ts))})"
 
 
+_COMMAND = re.compile(r"hermes-store [^,;()`]*[^,;()`\s]")
+
+
+def commands_marked(hint: str) -> str:
+    """A fix or advice with each ``hermes-store …`` command in backticks and the prose around
+    it left as prose: "stop idle readers, then `hermes-store compact`"."""
+    return _COMMAND.sub(lambda m: f"`{m.group()}`", hint)
+
+
 def count(n: int, noun: str) -> str:
     """``1 session``, ``2 sessions``, ``12,000 messages``."""
     return f"{n:,} {noun}{'' if n == 1 else 's'}"

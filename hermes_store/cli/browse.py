@@ -208,7 +208,12 @@ def show(obj: Ctx, session: str, tail: int | None, full: bool, include_compacted
                 con.print(f"{label:<12} {value}", markup=False)
         if tip_id != sid:
             con.print(f"continued in {tip_id} (use --tip)", markup=False)
+        segment = None
         for m in msgs:
+            if whole_lineage and len(chain) > 1 and m.get("session_id") != segment:
+                segment = m.get("session_id")
+                number = chain.index(segment) + 1 if segment in chain else "?"
+                con.print(f"\n══ segment {number} of {len(chain)}: {segment} ══", markup=False)
             extra = f" [{m.get('tool_name') or ''} {m.get('tool_call_id') or ''}]".rstrip() \
                 if m.get("role") == "tool" else ""
             flag = " (compacted)" if m.get("compacted") else ""

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from hermes_store.cli.app import (
     Ctx,
+    commands_marked,
     iso,
     main,
     need_store,
@@ -74,7 +75,8 @@ def _render_stats(st: stats.StoreStats) -> None:
     if backfill and backfill.get("pending"):
         con.print(f"backfill  pending: {backfill.get('done', 0):,}/{backfill.get('total', 0):,}")
     for advice in st.advice:
-        con.print(f"advice    {advice.message} -> `{advice.command}`")
+        con.print(f"advice    {advice.message} -> {commands_marked(advice.command)}",
+                  markup=False)
 
 
 @main.command("stats")
@@ -107,7 +109,7 @@ def _render_findings(path: str, findings: list[Any]) -> None:
     con = out_console()
     con.print(f"[bold]{path}[/bold]")
     for f in findings:
-        fix = f"  -> `{f.fix}`" if f.fix else ""
+        fix = f"  -> {commands_marked(f.fix)}" if f.fix else ""
         con.print(f"{_MARK.get(f.status, f.status):<6} {f.check}: {f.detail}{fix}",
                   markup=False)
 

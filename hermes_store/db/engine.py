@@ -38,6 +38,7 @@ from sqlalchemy.pool import QueuePool
 
 from hermes_store.errors import (
     HermesStoreError,
+    SchemaMismatchError,
     SearchIndexMissingError,
     StoreBusyError,
     StoreDamagedError,
@@ -117,11 +118,12 @@ def is_full_error(err: BaseException) -> bool:
     )
 
 
-def unwrap(err: BaseException) -> BaseException:
+def unwrap(err: BaseException, path: str | None = None) -> BaseException:
     """Translate a driver error into what our callers are promised.
 
     SQLAlchemy wraps sqlite3 errors; v11 callers catch the ``sqlite3`` classes, so we hand
-    those back, and turn a few conditions into our own (still ``sqlite3``-derived) types.
+    those back, and turn a few conditions into our own (still ``sqlite3``-derived) types,
+    naming the store's ``path`` in the advice when it is known.
     """
     inner = _sqlite_error(err)
     if isinstance(inner, HermesStoreError):
@@ -137,10 +139,17 @@ def unwrap(err: BaseException) -> BaseException:
     if isinstance(inner, sqlite3.DatabaseError) and (
         "file is not a database" in text or "malformed" in text
     ):
+        store = f"the store {path}" if path else "the store"
         return StoreDamagedError(
-            f"{inner}: the store is damaged; run `hermes-store repair --check-only`, "
-            "then `hermes-store recover --source PATH --output NEW`"
+            f"{inner}: {store} is damaged; run `hermes-store repair --check-only` on it, then "
+            f"`hermes-store recover --source {path or 'PATH'} --output NEW.db`"
         )
+    if isinstance(inner, sqlite3.OperationalError) and text.startswith("no such column"):
+        # The code reads a column the file lacks: a store not yet upgraded (legacy or behind).
+        return SchemaMismatchError(
+            f"{inner}: the store{f' at {path}' if path else ''} lacks columns this code reads; "
+            "if it was not upgraded, run `hermes-store upgrade` (`hermes-store current` says "
+            "where it stands)")
     return inner
 
 
@@ -214,7 +223,7 @@ def _connect_factory(path: str, readonly: bool) -> Callable[[], sqlite3.Connecti
                 _set_wal(dbapi, path)
         except sqlite3.DatabaseError as err:
             dbapi.close()
-            raise unwrap(err) from err
+            raise unwrap(err, path) from err
         return dbapi
 
     return connect
@@ -335,7 +344,7 @@ def _retrying(engine: Engine, attempt: Callable[[], T], *, budget: float, what: 
                 return attempt()
         except Exception as err:  # noqa: BLE001 - classified below
             if not is_lock_error(err):
-                translated = unwrap(err)
+                translated = unwrap(err, engine_path(engine))
                 if translated is err:
                     raise
                 raise translated from err
@@ -426,11 +435,11 @@ def reading(engine: Engine) -> Iterator[Connection]:
             with conn.begin():
                 yield conn
     except exc.DBAPIError as err:
-        raise unwrap(err) from err
+        raise unwrap(err, engine_path(engine)) from err
     except sqlite3.Error as err:
         # Statements run on the driver connection under ``conn`` (hot read paths) raise the
         # raw class: damage must name its remedy whichever way the statement went.
-        translated = unwrap(err)
+        translated = unwrap(err, engine_path(engine))
         if translated is err:
             raise
         raise translated from err

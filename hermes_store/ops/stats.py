@@ -464,7 +464,8 @@ def diagnose(conn: Connection, path: Path, *, full: bool = False,
             "sqlite_version", "warn",
             f"SQLite {version} has the WAL-reset bug (fixed in 3.51.3; backports 3.50.7, "
             "3.44.6): never run the sqlite3 shell (.recover, .backup) on the live store",
-            "hermes-store recover works on a copy; prefer a Python built with SQLite >= 3.51.3"))
+            "prefer a Python built with SQLite >= 3.51.3; to salvage, hermes-store recover "
+            "(it reads a copy)"))
     else:
         findings.append(Finding("sqlite_version", "ok", f"SQLite {version}"))
     held = holders or []
