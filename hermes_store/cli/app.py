@@ -19,7 +19,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -63,6 +63,8 @@ class Ctx:
     store: Path
     as_json: bool
     quiet: bool
+    records: str | None = None  # nl, csv or tsv: one record a row, for scripts
+    headers: bool = True
 
     @property
     def db(self) -> Path:
@@ -71,11 +73,19 @@ class Ctx:
         return self.store
 
     def emit(self, command: str, payload: dict[str, Any], human: str | Callable[[], None],
-             *, ok: bool = True) -> None:
-        """One JSON document on stdout with --json, else the human text (or renderer)."""
+             *, ok: bool = True,
+             records: tuple[Sequence[str], Sequence[dict[str, Any]]] | None = None) -> None:
+        """One JSON document on stdout with --json; the ``records`` (columns, rows) with
+        --nl/--csv/--tsv; else the human text (or renderer)."""
+        if self.as_json and self.records:
+            raise UsageError(f"--json and --{self.records} both choose the output: give one")
         if self.as_json:
             click.echo(json.dumps({"ok": ok, "command": command, "format": 1, **payload},
                                   ensure_ascii=False, default=str))
+        elif self.records and records is not None:
+            from hermes_store.cli import formats
+
+            formats.write_records(self.records, records[0], records[1], headers=self.headers)
         elif callable(human):
             human()
         else:
@@ -187,6 +197,35 @@ def _set_on_ctx(attr: str) -> Callable[[click.Context, click.Parameter, bool], N
             setattr(obj, attr, True)
 
     return callback
+
+
+def _set_records(fmt: str) -> Callable[[click.Context, click.Parameter, bool], None]:
+    def callback(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+        obj = ctx.find_object(Ctx)
+        if value and obj is not None:
+            if obj.records not in (None, fmt):
+                raise click.UsageError(f"--{obj.records} and --{fmt} both choose the output")
+            obj.records = fmt
+
+    return callback
+
+
+def _no_headers(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    obj = ctx.find_object(Ctx)
+    if value and obj is not None:
+        obj.headers = False
+
+
+def record_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--nl``, ``--csv``, ``--tsv`` and ``--no-headers`` for the reading commands."""
+    for flag, text in (("--no-headers", "No header line (tables, CSV, TSV)."),
+                       ("--tsv", "Tab-separated, one record a line."),
+                       ("--csv", "CSV, one record a row."),
+                       ("--nl", "Newline-delimited JSON, one object a line.")):
+        callback = _no_headers if flag == "--no-headers" else _set_records(flag[2:])
+        fn = click.option(flag, is_flag=True, expose_value=False, callback=callback,
+                          help=text)(fn)
+    return fn
 
 
 class StoreCommand(click.Command):

@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from hermes_store.cli import formats
 from hermes_store.cli.app import (
+    ITEM_KEYS,
     Ctx,
     StoreCommand,
     filter_options,
@@ -20,6 +21,7 @@ from hermes_store.cli.app import (
     main,
     open_read,
     out_console,
+    record_options,
     say,
     session_item,
     source_label,
@@ -35,6 +37,11 @@ from hermes_store.transfer.reader import StoreReader, content_text
 
 TOOL_RESULT_CHARS = 2000
 QUERY_ECHO = 80  # characters of the query repeated back in "no messages match"
+LIST_KEYS = (*ITEM_KEYS, "preview", "workspace")
+SEARCH_KEYS = ("session_id", "message_id", "role", "timestamp", "tool_name", "snippet", "title",
+               "source")
+SHOW_KEYS = ("id", "session_id", "role", "timestamp", "tool_name", "tool_call_id", "compacted",
+             "content", "tool_calls")
 LIST_COLUMNS = (formats.Column("title", 12), formats.Column("workspace", 8),
                 formats.Column("last active"), formats.Column("source", 6), formats.Column("id"))
 
@@ -49,6 +56,7 @@ def _workspace(row: dict[str, Any]) -> str:
 
 @main.command("list")
 @filter_options
+@record_options
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
               help="How many sessions to show.")
 @click.option("--all", "show_all", is_flag=True,
@@ -87,13 +95,13 @@ def list_cmd(obj: Ctx, flt: SessionFilter, limit: int, show_all: bool, archived:
             ("* " if row.get("pinned") else "") + (row.get("title") or row.get("preview") or "—"),
             _workspace(row), when(row.get("last_active")), source_label(row), row["id"])]
             for row in rows]
-        for line in formats.table_lines(LIST_COLUMNS, cells):
+        for line in formats.table_lines(LIST_COLUMNS, cells, headers=obj.headers):
             say(line)
         if more:
             say("… more sessions match (use --limit or filters)")
 
     obj.emit("list", {"sessions": items, "count": len(items), "more": more,
-                      "filter": flt.describe()}, render)
+                      "filter": flt.describe()}, render, records=(LIST_KEYS, items))
 
 
 # --------------------------------------------------------------------------- show
@@ -145,6 +153,7 @@ def _select_messages(reader: StoreReader, ids: Iterable[str], include_compacted:
 @click.option("--lineage", "whole_lineage", is_flag=True,
               help="Every compression segment, root to tip.")
 @click.option("--tip", is_flag=True, help="Follow a compressed session to its lineage tip.")
+@record_options
 @click.pass_obj
 def show(obj: Ctx, session: str, tail: int | None, full: bool, include_compacted: bool,
          whole_lineage: bool, tip: bool) -> None:
@@ -222,7 +231,8 @@ def show(obj: Ctx, session: str, tail: int | None, full: bool, include_compacted
             for line in _message_text(m, full):
                 con.print(line, markup=False)
 
-    obj.emit("show", {"session": item, "messages": out_msgs}, render)
+    obj.emit("show", {"session": item, "messages": out_msgs}, render,
+             records=(SHOW_KEYS, out_msgs))
 
 
 # --------------------------------------------------------------------------- search
@@ -270,6 +280,7 @@ class _QueryCommand(StoreCommand):
 @click.option("--include-tools", is_flag=True,
               help="Also search whole tool outputs (the index holds their first 8 KiB).")
 @click.option("--no-archived", is_flag=True, help="Leave archived sessions out.")
+@record_options
 @click.pass_obj
 def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
                session_ref: str | None, roles: tuple[str, ...], newer_than: str | None,
@@ -333,9 +344,13 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
         if footer:
             say(footer)
 
+    flat = [{"session_id": h["session_id"], "message_id": h["id"], "role": h["role"],
+             "timestamp": iso(h.get("timestamp")), "tool_name": h.get("tool_name"),
+             "snippet": h.get("snippet"), "title": meta[h["session_id"]].get("title"),
+             "source": meta[h["session_id"]].get("source")} for h in hits]
     obj.emit("search", {"query": text, "count": len(hits), "offset": offset,
                         "total": found.total, "total_exact": found.exact, "more": more > 0,
-                        "results": payload}, render)
+                        "results": payload}, render, records=(SEARCH_KEYS, flat))
 
 
 def _plural(n: int, word: str) -> str:
