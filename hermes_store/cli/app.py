@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import importlib
 import io
 import json
 import os
@@ -23,14 +24,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-from hermes_store.db import migrate
-from hermes_store.db.engine import open_engine
 from hermes_store.errors import (
     HermesStoreError,
     SchemaMismatchError,
@@ -38,11 +35,15 @@ from hermes_store.errors import (
     UsageError,
 )
 from hermes_store.paths import require_parent, resolve_db_path
-from hermes_store.repo import lineage
-from hermes_store.repo.filters import SessionFilter
 from hermes_store.version import __version__
 
-SANE_MIN, SANE_FUTURE = lineage.SANE_MIN_TS, lineage.SANE_FUTURE_S
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from hermes_store.db.migrate import SchemaStatus
+
+# This module and every command module import the library (and rich) inside the functions
+# that use it: `--version`, `--help` and shell completion load click and nothing heavier.
 # The session item of §1.3, in order.
 ITEM_KEYS = ("id", "title", "source", "created_source", "started_at", "ended_at", "last_active",
              "end_reason", "message_count", "tool_call_count", "model", "cwd", "git_branch",
@@ -115,6 +116,15 @@ class Ctx:
     def progress(self) -> Iterator[Callable[[str, int, int], None]]:
         """``update(label, done, total)``: a rich bar on a TTY; without one, a note per tenth
         ("messages: 120,000/212,455") so logs still show progress; nothing with -q."""
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            Progress,
+            TaskProgressColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
         tty = sys.stderr.isatty()
         bar = Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
                        TextColumn("{task.completed:,}/{task.total:,}"), TimeElapsedColumn(),
@@ -154,17 +164,24 @@ def say(text: str, *, err: bool = False) -> None:
     click.echo(visible(text), err=err)
 
 
-class _Console(Console):
-    """A rich console whose plain-string arguments are neutralised like :func:`say`."""
+@functools.cache
+def _console_class() -> type[Console]:
+    from rich.console import Console
 
-    def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
-        super().print(*(visible(o) if isinstance(o, str) else o for o in objects), **kwargs)
+    class SafeConsole(Console):
+        """A rich console whose plain-string arguments are neutralised like :func:`say`."""
+
+        def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
+            super().print(*(visible(o) if isinstance(o, str) else o for o in objects),
+                          **kwargs)
+
+    return SafeConsole
 
 
 def out_console() -> Console:
     stream = sys.stdout  # read at call time: CliRunner swaps it
-    return _Console(file=stream, width=None if stream.isatty() else 120, highlight=False,
-                    soft_wrap=True)
+    return _console_class()(file=stream, width=None if stream.isatty() else 120,
+                            highlight=False, soft_wrap=True)
 
 
 def _fail(ctx: click.Context, err: HermesStoreError) -> NoReturn:
@@ -243,10 +260,72 @@ class StoreCommand(click.Command):
         ]
 
 
+# Every command: the module under hermes_store.cli that defines it, and its line in --help
+# (tests/test_cli_help.py holds each equal to the command's own). A module is imported only
+# when one of its commands is resolved: to run, for its --help, or to complete its options.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "archive": ("retention", "Hide whole lineages from list and pickers; they stay searchable "
+                "and exportable."),
+    "check": ("schema", "Exit 0 when the store is at head and matches the models, 1 otherwise."),
+    "close": ("retention", "End sessions left open (hard kills, abandoned chats) idle longer "
+              "than --older-than."),
+    "compact": ("health", "Whole-store upkeep: merge FTS segments, refresh planner statistics, "
+                "VACUUM, empty the WAL."),
+    "current": ("schema", "Print the store's schema revision and state; exit 0 at head, 6 "
+                "otherwise."),
+    "delete": ("metadata", "Permanently delete sessions: each whole compression lineage, and its "
+               "children unless --keep-children."),
+    "doctor": ("health", "Read-only health report: schema, integrity, FTS indexes, WAL, holders, "
+               "SQLite version."),
+    "export": ("transfer", "Export sessions as jsonl, md/qmd, html or trace; streams, never loads "
+               "a whole session."),
+    "import": ("transfer", "Import our jsonl backups, Claude Code or Codex logs; re-importing "
+               "never duplicates."),
+    "list": ("browse", "Sessions, pinned first, then by last activity; lineage tips only, full "
+             "ids."),
+    "optimize-storage": ("health", "Move the search indexes to the current layout: backfill, "
+                         "teardown, vacuum, done."),
+    "pin": ("metadata", "Keep sessions: pinned lineages are never pruned or archived and always "
+            "listed."),
+    "prune": ("retention", "Delete ended sessions, whole compression lineages at a time."),
+    "recover": ("repair", "Offline salvage of a damaged store into a NEW file; the source is "
+                "never modified."),
+    "rename": ("metadata", "Set a session's title (the words are joined; titles are unique)."),
+    "repair": ("repair", "Probe the store for damage and fix what can be fixed in place."),
+    "search": ("browse", "Full-text search over messages; results grouped by session."),
+    "show": ("browse", "One session: a header, then its messages with role and time."),
+    "stats": ("health", "Totals and space: sessions, messages, sources, WAL state, per-table "
+              "bytes, advice."),
+    "unarchive": ("retention", "Bring archived lineages back into list and pickers (IDs or "
+                  "filters)."),
+    "unpin": ("metadata", "Clear the keep flag."),
+    "upgrade": ("schema", "Create the store, or bring it (legacy stores included) to the newest "
+                "schema."),
+    "verify": ("transfer", "Check a Markdown export against its manifest: every listed file "
+               "present, unchanged."),
+}
+# Old names kept for scripts, left out of --help and completion.
+HIDDEN_COMMANDS = {"optimize": "health"}
+
+
 class StoreGroup(click.Group):
-    """Turns our errors into their documented exit codes instead of tracebacks."""
+    """Loads each command's module on demand, and turns our errors into their documented exit
+    codes instead of tracebacks."""
 
     command_class = StoreCommand
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS[cmd_name][0] if cmd_name in COMMANDS else HIDDEN_COMMANDS.get(cmd_name)
+        if cmd_name not in self.commands and module is not None:
+            importlib.import_module(f"hermes_store.cli.{module}")
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name][1]) for name in self.list_commands(ctx)])
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -296,16 +375,24 @@ def _stdout_failed(ctx: click.Context, err: OSError) -> NoReturn:
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return
-    click.echo(f"hermes-store {__version__} (schema head {migrate.head_revision()})")
+    from hermes_store.db.revisions import head
+
+    click.echo(f"hermes-store {__version__} (schema head {head()})")
     ctx.exit(0)
 
 
 # --------------------------------------------------------------------------- rendering
 
 
+# The sane window of repo.lineage (2000-01-01, now + 1 day), kept here so that rendering a
+# time never loads the query layer; tests/test_cli_help.py holds the two equal.
+SANE_MIN_TS = 946684800.0
+SANE_FUTURE_S = 86400.0
+
+
 def iso(ts: Any) -> str | None:
     if isinstance(ts, bool) or not isinstance(ts, (int, float)) \
-            or not SANE_MIN <= ts <= time.time() + SANE_FUTURE:
+            or not SANE_MIN_TS <= ts <= time.time() + SANE_FUTURE_S:
         return None
     return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds").replace(
         "+00:00", "Z")
@@ -377,6 +464,9 @@ def source_label(row: dict[str, Any]) -> str:
 
 def open_read(obj: Ctx) -> Any:
     """The store's engine opened read-only at head, or None (with a note) when there is none."""
+    from hermes_store.db import migrate
+    from hermes_store.db.engine import open_engine
+
     st = migrate.status(obj.db)
     if st.state in ("missing", "empty"):
         obj.note(f"note: no store at {obj.db} yet (`hermes-store upgrade` creates one)")
@@ -385,7 +475,9 @@ def open_read(obj: Ctx) -> Any:
     return open_engine(obj.db, readonly=True)
 
 
-def require_head(obj: Ctx, st: migrate.SchemaStatus | None = None) -> None:
+def require_head(obj: Ctx, st: SchemaStatus | None = None) -> None:
+    from hermes_store.db import migrate
+
     st = st or migrate.status(obj.db)
     if not st.at_head:
         raise SchemaMismatchError(f"{obj.db} is {st.describe()}: run `hermes-store upgrade`",
@@ -394,6 +486,8 @@ def require_head(obj: Ctx, st: migrate.SchemaStatus | None = None) -> None:
 
 def open_write(obj: Ctx) -> Any:
     """The store's engine opened for short writes; it must exist and be at head."""
+    from hermes_store.db.engine import open_engine
+
     need_store(obj.db)
     require_head(obj)
     return open_engine(obj.db)
@@ -441,6 +535,8 @@ def filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from hermes_store.repo.filters import SessionFilter
+
         values = {key: kwargs.pop(key) for key in FILTER_KEYS}
         values["sources"] = tuple(values["sources"] or ())
         kwargs["flt"] = SessionFilter(**values)
@@ -460,7 +556,8 @@ def filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 @click.group(cls=StoreGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="The store (default: $HERMES_HOME/state.db, else ~/.hermes/state.db).")
-@click.option("--profile", default=None, help="Use ~/.hermes/profiles/NAME/state.db.")
+@click.option("--profile", default=None, metavar="NAME",
+              help="Use $HERMES_HOME/profiles/NAME/state.db (not with --db).")
 @click.option("--json", "as_json", is_flag=True, help="Exactly one JSON document on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="No notes or progress on stderr.")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,

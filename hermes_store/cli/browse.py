@@ -6,10 +6,9 @@ import collections
 import json
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.markup import escape
 
 from hermes_store.cli import formats
 from hermes_store.cli.app import (
@@ -28,12 +27,11 @@ from hermes_store.cli.app import (
     visible,
     when,
 )
-from hermes_store.db.engine import reading
 from hermes_store.errors import SessionNotFoundError
-from hermes_store.repo import listing
-from hermes_store.repo.filters import SessionFilter
-from hermes_store.search import results
-from hermes_store.transfer.reader import StoreReader, content_text
+
+if TYPE_CHECKING:
+    from hermes_store.repo.filters import SessionFilter
+    from hermes_store.transfer.reader import StoreReader
 
 TOOL_RESULT_CHARS = 2000
 QUERY_ECHO = 80  # characters of the query repeated back in "no messages match"
@@ -74,6 +72,9 @@ def list_cmd(obj: Ctx, flt: SessionFilter, limit: int, show_all: bool, archived:
       hermes-store list --source cli --newer-than 7d
       hermes-store --json list --all --limit 200
     """
+    from hermes_store.db.engine import reading
+    from hermes_store.repo import listing
+
     engine = open_read(obj)
     page = listing.ListingPage([], False)
     if engine is not None:
@@ -109,6 +110,8 @@ def list_cmd(obj: Ctx, flt: SessionFilter, limit: int, show_all: bool, archived:
 
 def _message_text(msg: dict[str, Any], full: bool) -> list[str]:
     """Lines for one message: content, tool calls as name + pretty JSON, results cut."""
+    from hermes_store.transfer.reader import content_text
+
     lines: list[str] = []
     text = content_text(msg.get("content"))
     if msg.get("role") == "tool" and not full and len(text) > TOOL_RESULT_CHARS:
@@ -166,6 +169,12 @@ def show(obj: Ctx, session: str, tail: int | None, full: bool, include_compacted
       hermes-store show 20260915_0749 --tail 20
       hermes-store --json show 20260915_074937_3cf8aa23 --lineage
     """
+    from rich.markup import escape
+
+    from hermes_store.db.engine import reading
+    from hermes_store.repo import listing
+    from hermes_store.transfer.reader import StoreReader, content_text
+
     engine = open_read(obj)
     if engine is None:
         raise SessionNotFoundError(session)
@@ -297,6 +306,13 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
       hermes-store search "flaky test" --source cli --newer-than 30d
       hermes-store --json search 数据库 --limit 50
     """
+    from rich.markup import escape
+
+    from hermes_store.db.engine import reading
+    from hermes_store.repo import listing
+    from hermes_store.repo.filters import SessionFilter
+    from hermes_store.search import results
+
     text = " ".join(query)
     flt = SessionFilter(newer_than=newer_than)
     expression = results.with_exclusions(text)

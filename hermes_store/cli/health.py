@@ -6,10 +6,9 @@ import copy
 import dataclasses
 import sqlite3
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
 
 from hermes_store.cli.app import (
     Ctx,
@@ -24,10 +23,9 @@ from hermes_store.cli.app import (
     visible,
     when,
 )
-from hermes_store.db.engine import open_engine, reading
-from hermes_store.ops import stats, storage
-from hermes_store.ops.backup import require_free_space
-from hermes_store.ops.holders import ensure_not_held, find_holders
+
+if TYPE_CHECKING:
+    from hermes_store.ops import stats
 
 
 def _stats_json(st: stats.StoreStats) -> dict[str, Any]:
@@ -42,6 +40,8 @@ def _stats_json(st: stats.StoreStats) -> dict[str, Any]:
 
 
 def _render_stats(st: stats.StoreStats) -> None:
+    from rich.table import Table
+
     con = out_console()
     s, m = st.sessions, st.messages
     con.print(f"[bold]{st.path}[/bold]")
@@ -91,6 +91,9 @@ def stats_cmd(obj: Ctx) -> None:
       hermes-store stats
       hermes-store --json stats | jq .sources
     """
+    from hermes_store.db.engine import reading
+    from hermes_store.ops import stats
+
     engine = open_read(obj)
     if engine is None:
         obj.emit("stats", {"path": str(obj.db), "exists": False, "sessions": {"total": 0},
@@ -133,6 +136,10 @@ def doctor(obj: Ctx, full: bool) -> None:
         obj.emit("doctor", {"path": str(obj.db), "exists": False, "healthy": True,
                             "findings": []}, f"{obj.db}: no store")
         return
+    from hermes_store.db.engine import open_engine, reading
+    from hermes_store.ops import stats
+    from hermes_store.ops.holders import find_holders
+
     holders = find_holders(obj.db)
     try:
         engine = open_engine(obj.db, readonly=True)
@@ -161,7 +168,7 @@ def doctor(obj: Ctx, full: bool) -> None:
 @click.option("--force", is_flag=True, help="Proceed even if other processes hold the store.")
 @click.pass_context
 def compact(ctx: click.Context, force: bool) -> None:
-    """Whole-store upkeep: merge FTS segments, PRAGMA optimize, VACUUM, TRUNCATE checkpoint.
+    """Whole-store upkeep: merge FTS segments, refresh planner statistics, VACUUM, empty the WAL.
 
     Refuses (exit 5) while another process holds the store, unless --force, and checks for
     free disk of about the store's size first. Prints main and WAL sizes before and after.
@@ -172,6 +179,10 @@ def compact(ctx: click.Context, force: bool) -> None:
       hermes-store compact
       hermes-store --json compact --force
     """
+    from hermes_store.db.engine import open_engine
+    from hermes_store.ops import storage
+    from hermes_store.ops.holders import ensure_not_held
+
     obj: Ctx = ctx.obj
     command = ctx.info_name or "compact"
     need_store(obj.db)
@@ -216,6 +227,11 @@ def optimize_storage(obj: Ctx, no_vacuum: bool, force: bool, yes: bool) -> None:
       hermes-store optimize-storage
       hermes-store optimize-storage --no-vacuum --yes
     """
+    from hermes_store.db.engine import open_engine
+    from hermes_store.ops import storage
+    from hermes_store.ops.backup import require_free_space
+    from hermes_store.ops.holders import ensure_not_held
+
     need_store(obj.db)
     require_head(obj)
     holders = ensure_not_held(obj.db, force=force, what="optimize-storage")

@@ -9,9 +9,10 @@ import click
 
 from hermes_store.cli.app import Ctx, main, need_store, out_console
 from hermes_store.errors import UsageError
-from hermes_store.ops import recover as salvage
-from hermes_store.ops import repair as recovery
 
+# ops.recover.DEFAULT_CHUNK, kept here so that --help never loads the salvage code;
+# tests/test_cli_help.py holds the two equal.
+RECOVER_CHUNK = 1000
 RECOVER_EXIT = {"complete": 0, "inspected": 0, "partial": 8, "nothing": 7, "damaged": 7,
                 "source_changed": 1}
 
@@ -35,6 +36,8 @@ def repair(obj: Ctx, check_only: bool, no_backup: bool, force: bool, full: bool)
       hermes-store repair --check-only
       hermes-store repair
     """
+    from hermes_store.ops import repair as recovery
+
     need_store(obj.db)
     report = recovery.repair_store(obj.db, check_only=check_only, backup=not no_backup,
                                    force=force, full=full)
@@ -69,7 +72,7 @@ def repair(obj: Ctx, check_only: bool, no_backup: bool, force: bool, full: bool)
 @click.option("--inspect-only", is_flag=True, help="Only read the copy and write the report.")
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the source is copied first (default: a temp dir beside --output).")
-@click.option("--chunk-size", type=click.IntRange(min=1), default=salvage.DEFAULT_CHUNK,
+@click.option("--chunk-size", type=click.IntRange(min=1), default=RECOVER_CHUNK,
               show_default=True, help="Rows read per chunk.")
 @click.option("--allow-partial", is_flag=True,
               help="Skip unreadable rows (bisected down to single rows) instead of failing.")
@@ -91,6 +94,8 @@ def recover(obj: Ctx, source: Path | None, output: Path, inspect_only: bool,
       hermes-store recover --source ~/.hermes/state.db --output /tmp/new.db --inspect-only
       hermes-store recover --source ~/.hermes/state.db --output /tmp/new.db --allow-partial
     """
+    from hermes_store.ops import recover as salvage
+
     src = source or obj.db
     report_file = report_path or Path(f"{output}.recovery.json")
     if report_file.exists():

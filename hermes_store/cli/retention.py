@@ -10,7 +10,7 @@ confirmation never covers more than what was shown.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -24,10 +24,11 @@ from hermes_store.cli.app import (
     say,
     when,
 )
-from hermes_store.db.engine import open_engine, reading, run_write
 from hermes_store.errors import UsageError
-from hermes_store.repo import listing, retention
-from hermes_store.repo.filters import SessionFilter
+
+if TYPE_CHECKING:
+    from hermes_store.repo import retention
+    from hermes_store.repo.filters import SessionFilter
 
 DEFAULT_RETENTION = "90d"
 _INFINITIVE = {"prune": "delete", "archive": "archive", "unarchive": "unarchive",
@@ -96,6 +97,9 @@ def run_verb(obj: Ctx, command: str, flt: SessionFilter, *, description: str, dr
              yes: bool, past: str, ids: list[str] | None = None, open_why: str = "",
              notes: dict[str, str] | None = None, **options: Any) -> None:
     """Preview (dry run on a read transaction), confirm, then apply to the previewed ids."""
+    from hermes_store.db.engine import open_engine, reading, run_write
+    from hermes_store.repo import retention
+
     engine = open_read(obj)
     if engine is None:
         obj.emit(command, retention.RetentionResult(command, dry_run).as_dict(),
@@ -213,6 +217,9 @@ def _retarget(obj: Ctx, command: str, refs: tuple[str, ...], flt: SessionFilter,
               yes: bool, *, past: str, open_why: str = "", notes: dict[str, str] | None = None,
               **options: Any) -> None:
     """The shared body of the verbs that take IDs as well as filters."""
+    from hermes_store.db.engine import reading
+    from hermes_store.repo import listing
+
     chosen: list[str] | None = None
     if refs:
         engine = open_read(obj)

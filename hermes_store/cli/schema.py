@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import sqlite3
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from hermes_store.cli.app import Ctx, main, size
-from hermes_store.db import migrate
-from hermes_store.db.engine import checkpoint, open_engine, reading
-from hermes_store.ops import stats
-from hermes_store.ops.backup import backup_store, require_free_space
-from hermes_store.ops.holders import ensure_not_held
+
+if TYPE_CHECKING:
+    from hermes_store.ops import stats
 
 
 @main.command()
@@ -33,6 +31,12 @@ def upgrade(obj: Ctx, revision: str, dry_run: bool, no_backup: bool, force: bool
       hermes-store upgrade --dry-run
       hermes-store --db /backup/state.db upgrade
     """
+    from hermes_store.db import migrate
+    from hermes_store.db.engine import checkpoint, open_engine, reading
+    from hermes_store.ops import stats
+    from hermes_store.ops.backup import backup_store, require_free_space
+    from hermes_store.ops.holders import ensure_not_held
+
     before = migrate.status(obj.db)
     if before.state in ("ahead", "unknown"):
         migrate.upgrade(obj.db)  # raises the explanatory SchemaMismatchError
@@ -80,6 +84,10 @@ def current(obj: Ctx) -> None:
     Example:
       hermes-store current --json
     """
+    from hermes_store.db import migrate
+    from hermes_store.db.engine import open_engine, reading
+    from hermes_store.ops import stats
+
     st = migrate.status(obj.db)
     caps: dict[str, Any] = {}
     if st.state not in ("missing", "empty"):
@@ -111,6 +119,8 @@ def check(obj: Ctx) -> None:
     Example:
       hermes-store --db state.db check && echo current
     """
+    from hermes_store.db import migrate
+
     st = migrate.status(obj.db)
     drift = [describe_drift(d) for d in migrate.check(obj.db)] if st.state != "missing" else []
     ok = st.at_head and not drift

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,14 +19,15 @@ from hermes_store.cli.app import (
     say,
     size,
 )
-from hermes_store.db import migrate
-from hermes_store.db.engine import forget, open_engine, reading
 from hermes_store.errors import InputNotFoundError, UsageError
-from hermes_store.repo import listing, sessions
-from hermes_store.repo.filters import SessionFilter, parse_time
-from hermes_store.transfer import export as exporters
-from hermes_store.transfer import load, manifest
-from hermes_store.transfer import parse as importers
+
+if TYPE_CHECKING:
+    from hermes_store.repo.filters import SessionFilter
+    from hermes_store.transfer import load
+
+# transfer.export.FORMATS, kept here so that --help never loads the exporter; tests/
+# test_cli_help.py holds the two equal.
+EXPORT_FORMATS = ("jsonl", "md", "qmd", "html", "trace")
 
 DISCOVERABLE = ("claude", "codex")
 
@@ -36,7 +37,7 @@ DISCOVERABLE = ("claude", "codex")
 
 @main.command("export")
 @click.argument("output", required=False)
-@click.option("--format", "fmt", type=click.Choice(exporters.FORMATS), default="jsonl",
+@click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS), default="jsonl",
               show_default=True, help="jsonl (backup, round-trips), md/qmd, html or trace.")
 @click.option("--session-id", "session_ids", multiple=True,
               help="A session (id or unique prefix); repeatable.")
@@ -71,6 +72,10 @@ def export_cmd(obj: Ctx, output: str | None, fmt: str, session_ids: tuple[str, .
       hermes-store export - --session-id 20260915_0749 --format trace
       hermes-store export notes/ --format md --source cli --newer-than 30d
     """
+    from hermes_store.db.engine import reading
+    from hermes_store.repo import listing, sessions
+    from hermes_store.transfer import export as exporters
+
     options = exporters.ExportOptions(format=fmt, only=only, redact=redact,
                                       lineage=lineage_mode, force=force,
                                       reasoning=not no_reasoning, attachments=not no_attachments)
@@ -162,6 +167,8 @@ def verify(obj: Ctx, target: Path) -> None:
       hermes-store export notes/ --format md --all
       hermes-store verify notes/
     """
+    from hermes_store.transfer import manifest
+
     checks = manifest.verify(target)
     bad = [c for c in checks if c.status != "ok"]
 
@@ -180,6 +187,8 @@ def verify(obj: Ctx, target: Path) -> None:
 
 
 def _discover(kind: str | None, since: float | None, with_subagents: bool) -> list[Path]:
+    from hermes_store.transfer import parse as importers
+
     if kind == "jsonl":
         raise UsageError("jsonl files have no default location: give PATH")
     found: list[Path] = []
@@ -225,6 +234,9 @@ def _check_inputs(files: list[Path]) -> None:
 def _import_engine(obj: Ctx) -> tuple[Any, bool]:
     """The target store, and whether this command created it: a missing or empty one is
     created at head (nothing to migrate)."""
+    from hermes_store.db import migrate
+    from hermes_store.db.engine import open_engine
+
     st = migrate.status(obj.db)
     created = st.state == "missing"
     if st.state in ("missing", "empty"):
@@ -237,6 +249,8 @@ def _import_engine(obj: Ctx) -> tuple[Any, bool]:
 def _discard_new_store(path: Path) -> None:
     """Remove a store this command created when nothing was written into it (a dry run,
     files that could not be read): importing nothing leaves nothing behind."""
+    from hermes_store.db.engine import forget
+
     forget(path)
     for file in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
         file.unlink(missing_ok=True)
@@ -281,6 +295,9 @@ def import_cmd(obj: Ctx, paths: tuple[Path, ...], kind: str | None, import_all: 
       hermes-store import backup.jsonl
       hermes-store import --from claude --all --since 30d
     """
+    from hermes_store.repo.filters import parse_time
+    from hermes_store.transfer import load
+
     files = list(paths)
     if not files:
         cutoff = parse_time(since, flag="--since") if since else None

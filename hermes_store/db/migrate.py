@@ -32,6 +32,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine
 
 from hermes_store.db.engine import open_engine, reading, run_write
+from hermes_store.db.revisions import script_location
 from hermes_store.errors import SchemaMismatchError, StoreNotFoundError
 from hermes_store.paths import resolve_db_path
 
@@ -59,15 +60,6 @@ KNOWN_FTS_TABLES = ("messages_fts", "messages_fts_trigram", "messages_fts_cjk",
                     "messages_fts_trigram_old", "messages_fts_old",
                     "messages_fts_cjk_old")
 UPGRADE_BUDGET_S = 60.0
-
-
-def script_location() -> str:
-    """The migrations folder: inside the installed package, else the repository's."""
-    package = Path(__file__).resolve().parent.parent
-    for candidate in (package / "migrations", package.parent / "migrations"):
-        if (candidate / "env.py").is_file():
-            return str(candidate)
-    raise RuntimeError("hermes_store's migrations folder is missing from this installation")
 
 
 def make_config(db: str | os.PathLike[str] | None = None, *, connection: Connection | None = None,
