@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from cli_support import add_message, make_session, rows, run, run_json, sha256
 
-from hermes_store.cli.app import ITEM_KEYS
+from hermes_store.cli.render import ITEM_KEYS
 
 A = "20260101_100000_aaaa1111"
 B = "20260102_100000_bbbb2222"

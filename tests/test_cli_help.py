@@ -69,14 +69,15 @@ def test_the_group_knows_every_command_without_loading_it() -> None:
 
 
 def test_constants_kept_beside_the_cli_match_the_library() -> None:
-    from hermes_store.cli import app, repair, transfer
+    from hermes_store.cli import render, repair, transfer
     from hermes_store.ops.recover import DEFAULT_CHUNK
     from hermes_store.repo import lineage
     from hermes_store.transfer.export import FORMATS
 
     assert transfer.EXPORT_FORMATS == FORMATS
     assert repair.RECOVER_CHUNK == DEFAULT_CHUNK
-    assert (app.SANE_MIN_TS, app.SANE_FUTURE_S) == (lineage.SANE_MIN_TS, lineage.SANE_FUTURE_S)
+    assert (render.SANE_MIN_TS, render.SANE_FUTURE_S) == (lineage.SANE_MIN_TS,
+                                                          lineage.SANE_FUTURE_S)
 
 
 _LOADED = """

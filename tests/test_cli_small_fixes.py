@@ -11,7 +11,7 @@ import pytest
 from cli_support import make_session, run, run_json
 from click.testing import CliRunner
 
-from hermes_store.cli import app
+from hermes_store.cli import render
 
 A = "20260101_100000_aaaa1111"
 
@@ -101,7 +101,7 @@ def test_counts_of_one_read_in_the_singular(store: Path, args: list[str], text: 
 
 
 def test_the_helper_pluralises_with_thousands() -> None:
-    assert (app.count(1, "session"), app.count(0, "message"), app.count(12000, "file")) == (
+    assert (render.count(1, "session"), render.count(0, "message"), render.count(12000, "file")) == (
         "1 session", "0 messages", "12,000 files")
 
 
@@ -141,7 +141,7 @@ def test_reading_a_legacy_store_through_open_engine_says_to_upgrade(legacy_db) -
      "`hermes-store recover` (it reads a copy)"),
 ])
 def test_doctor_hints_quote_only_the_commands(hint: str, shown: str) -> None:
-    assert app.commands_marked(hint) == shown
+    assert render.commands_marked(hint) == shown
 
 
 def test_doctor_hints_never_quote_prose_as_a_command(head_db: Path) -> None:

@@ -11,16 +11,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hermes_store.cli import formats
-from hermes_store.cli.app import (
+from hermes_store.cli.app import Ctx, StoreCommand, filter_options, main, open_read, record_options
+from hermes_store.cli.render import (
     ITEM_KEYS,
-    Ctx,
-    StoreCommand,
-    filter_options,
     iso,
-    main,
-    open_read,
     out_console,
-    record_options,
     say,
     session_item,
     source_label,

@@ -10,19 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from hermes_store.cli.app import (
-    Ctx,
-    commands_marked,
-    iso,
-    main,
-    need_store,
-    open_read,
-    out_console,
-    require_head,
-    size,
-    visible,
-    when,
-)
+from hermes_store.cli.app import Ctx, main, need_store, open_read, require_head
+from hermes_store.cli.render import commands_marked, iso, out_console, size, visible, when
 
 if TYPE_CHECKING:
     from hermes_store.ops import stats

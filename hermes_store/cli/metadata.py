@@ -6,7 +6,8 @@ import dataclasses
 
 import click
 
-from hermes_store.cli.app import Ctx, count, main, open_read, open_write, say, when
+from hermes_store.cli.app import Ctx, main, open_read, open_write
+from hermes_store.cli.render import count, say, when
 from hermes_store.errors import UsageError
 
 

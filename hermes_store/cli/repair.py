@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from hermes_store.cli.app import Ctx, main, need_store, out_console
+from hermes_store.cli.app import Ctx, main, need_store
+from hermes_store.cli.render import out_console
 from hermes_store.errors import UsageError
 
 # ops.recover.DEFAULT_CHUNK, kept here so that --help never loads the salvage code;

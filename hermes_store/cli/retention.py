@@ -14,16 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from hermes_store.cli.app import (
-    Ctx,
-    count,
-    filter_options,
-    iso,
-    main,
-    open_read,
-    say,
-    when,
-)
+from hermes_store.cli.app import Ctx, filter_options, main, open_read
+from hermes_store.cli.render import count, iso, say, when
 from hermes_store.errors import UsageError
 
 if TYPE_CHECKING:

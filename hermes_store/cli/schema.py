@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from hermes_store.cli.app import Ctx, main, size
+from hermes_store.cli.app import Ctx, main
+from hermes_store.cli.render import size
 
 if TYPE_CHECKING:
     from hermes_store.ops import stats

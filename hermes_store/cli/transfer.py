@@ -9,16 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from hermes_store.cli.app import (
-    Ctx,
-    count,
-    filter_options,
-    main,
-    open_read,
-    require_head,
-    say,
-    size,
-)
+from hermes_store.cli.app import Ctx, filter_options, main, open_read, require_head
+from hermes_store.cli.render import count, say, size
 from hermes_store.errors import InputNotFoundError, UsageError
 
 if TYPE_CHECKING:

@@ -434,7 +434,7 @@ ACTIONS = ("prune", "archive", "unarchive", "close")
 def apply_filter(conn: Connection, action: str, flt: SessionFilter, *,
                  ids: Iterable[str] | None = None, dry_run: bool = False,
                  **options: Any) -> RetentionResult:
-    """Run one verb over the shared filter set (cli-and-formats.md §2): the activity bounds
+    """Run one verb over the shared filter set of the command line: the activity bounds
     apply to the whole lineage, every other flag to its tip row. ``options`` are the verb's
     own (``include_pinned``, ``include_archived``, ``include_open``); ``close`` needs
     ``flt.older_than``."""
