@@ -79,8 +79,8 @@ class SessionNotFoundError(HermesStoreError, LookupError):
     exit_code = 3
     code = "not_found"
 
-    def __init__(self, ref: str):
-        super().__init__(f"no session matches {ref!r}")
+    def __init__(self, ref: str, reason: str | None = None):
+        super().__init__(reason or f"no session matches {ref!r}")
         self.ref = ref
 
 
@@ -178,3 +178,25 @@ class StoreIntegrityError(HermesStoreError, sqlite3.IntegrityError):
 
     exit_code = 1
     code = "integrity"
+
+
+class OutputError(HermesStoreError, OSError):
+    """A file or stream could not be written: a full disk, a read-only or missing directory, a
+    path through a regular file. The message names the target the caller gave."""
+
+    exit_code = 1
+    code = "cannot_write"
+
+    @classmethod
+    def writing(cls, target: object, err: OSError) -> OutputError:
+        """The error for a failed write to ``target``, naming it rather than a temporary file."""
+        if isinstance(err, (FileExistsError, NotADirectoryError)) and err.filename:
+            return cls(f"cannot write {target}: {err.filename} is not a directory")
+        return cls(f"cannot write {target}: {err.strerror or err}")
+
+
+class InputNotFoundError(HermesStoreError, FileNotFoundError):
+    """A file named on the command line (to import, to verify) does not exist."""
+
+    exit_code = 3
+    code = "not_found"

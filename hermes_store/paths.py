@@ -21,11 +21,12 @@ from pathlib import Path
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-from hermes_store.errors import UsageError
+from hermes_store.errors import StoreNotFoundError, UsageError
 
 DB_FILENAME = "state.db"
 STORE_URL_ENV = "HERMES_STORE_URL"
 PG_DRIVER = "postgresql+psycopg"
+_PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 # Two or more characters before "://": a one-letter "scheme" is a Windows drive ("C://x").
 _URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+://")
@@ -127,16 +128,22 @@ def resolve_location(db: str | os.PathLike[str] | URL | StoreLocation | None = N
                      profile: str | None = None) -> StoreLocation:
     """The store to use: ``db`` if given, else the profile's store, else ``$HERMES_STORE_URL``,
     else the default file."""
+    explicit = db is not None and str(db) != ""
+    if explicit and profile:
+        raise UsageError("give --db or --profile, not both")
     if isinstance(db, StoreLocation):
         return db
     if isinstance(db, URL):
         return StoreLocation.for_url(db)
-    if db is not None and str(db) != "":
+    if explicit:
         if isinstance(db, str) and looks_like_url(db):
             return StoreLocation.for_url(db)
         return StoreLocation.for_path(db)
     if profile:
-        return StoreLocation.for_path(Path.home() / ".hermes" / "profiles" / profile / DB_FILENAME)
+        if not _PROFILE_NAME.match(profile):
+            raise UsageError(f"--profile {profile!r}: a profile name is letters, digits, '.', "
+                             "'_' and '-', starting with a letter or digit")
+        return StoreLocation.for_path(hermes_home() / "profiles" / profile / DB_FILENAME)
     env = os.environ.get(STORE_URL_ENV, "").strip()
     if env:
         return StoreLocation.for_url(env) if looks_like_url(env) else StoreLocation.for_path(env)
@@ -149,3 +156,18 @@ def resolve_db_path(db: str | os.PathLike[str] | None = None, profile: str | Non
     if location.path is None:
         raise UsageError(f"{location.display} is a database server, not a file")
     return location.path
+
+
+def require_parent(path: Path) -> None:
+    """Only the default home is created on demand. A store anywhere else needs an existing
+    directory, so a mistyped ``--db`` is reported (StoreNotFoundError) instead of creating a
+    directory tree or reading as an empty store."""
+    parent = path.expanduser().parent
+    if parent.is_dir():
+        return
+    if parent.exists():
+        raise StoreNotFoundError(f"{parent} is not a directory (for the store {path})")
+    if parent.absolute() == hermes_home().absolute():
+        return
+    raise StoreNotFoundError(f"no directory {parent} for the store {path}: check the path "
+                             f"(only {hermes_home()} is created on demand)")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from cli_support import add_message, make_session, rows, run, run_json, sha256
 
-from hermes_store.cli.app import ITEM_KEYS
+from hermes_store.cli.render import ITEM_KEYS
 
 A = "20260101_100000_aaaa1111"
 B = "20260102_100000_bbbb2222"
@@ -154,6 +154,22 @@ def test_show_names_the_tip_of_a_compressed_session_and_tip_follows_it(head_db: 
     _, doc = run_json("--db", str(head_db), "show", tip, "--lineage")
     assert [m["content"] for m in doc["messages"]] == ["first half", "second half"]
     assert doc["session"]["lineage_session_ids"] == [root, tip]
+
+
+def test_show_lineage_marks_where_each_segment_begins(head_db: Path) -> None:
+    root = make_session(head_db, "20260201_100000_root0001", age_days=2, end_reason="compression",
+                        texts=("first half",))
+    tip = make_session(head_db, "20260201_110000_tip00002", age_days=1, parent=root,
+                       ended=False, texts=("second half",))
+    con = sqlite3.connect(head_db)
+    with con:
+        con.execute("UPDATE sessions SET started_at = (SELECT ended_at FROM sessions "
+                    "WHERE id = ?) WHERE id = ?", (root, tip))
+    con.close()
+    out = run("--db", str(head_db), "show", tip, "--lineage").stdout
+    first, second = out.index(f"segment 1 of 2: {root}"), out.index(f"segment 2 of 2: {tip}")
+    assert first < out.index("first half") < second < out.index("second half")
+    assert "segment 1 of" not in run("--db", str(head_db), "show", tip).stdout
 
 
 def test_search_groups_hits_by_session(store: Path) -> None:

@@ -62,7 +62,7 @@ def test_human_output_names_phases_and_reclaimed_megabytes(pending: Path) -> Non
     result = run("--db", str(pending), "optimize-storage")
     assert result.exit_code == 0
     assert "reclaimed" in result.stdout
-    assert "backfill" in result.stderr and "Reclaiming old index" in result.stderr
+    assert "backfill" in result.stderr and "reclaiming old index" in result.stderr
 
 
 def test_a_second_run_is_harmless(pending: Path) -> None:

@@ -226,3 +226,49 @@ def test_a_row_the_new_schema_rejects_is_reported_and_its_messages_kept(legacy_d
     assert any(second in e and "UNIQUE" in e for e in doc["errors"])
     assert doc["placeholder_sessions"] == [second]
     assert _count(out, "messages") == 358
+
+
+def _forward_readable(path: Path, table: str) -> int:
+    """Rows the stock sqlite3 module reads in rowid order before the first unreadable page."""
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA writable_schema = ON")
+    n = 0
+    try:
+        for _ in con.execute(f"SELECT rowid FROM {table} ORDER BY rowid"):
+            n += 1
+    except sqlite3.DatabaseError:
+        pass  # the truncation point: what came before is the baseline
+    finally:
+        con.close()
+    return n
+
+
+def test_allow_partial_salvages_a_truncated_copy(head_db: Path, tmp_path: Path) -> None:
+    con = sqlite3.connect(head_db)
+    with con:
+        for i in range(40):
+            sid = f"20260101_10{i:04d}_trunc{i:03d}"
+            con.execute("INSERT INTO sessions (id, source, started_at) VALUES (?, 'cli', ?)",
+                        (sid, 1.7e9 + i))
+            con.executemany(
+                "INSERT INTO messages (session_id, role, content, timestamp) "
+                "VALUES (?, 'user', ?, ?)",
+                [(sid, f"line {j} " + "word " * (20 + (i * 7 + j * 13) % 200), 1.7e9 + j)
+                 for j in range(50)])
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    truncated = tmp_path / "truncated.db"
+    data = head_db.read_bytes()
+    truncated.write_bytes(data[: len(data) // 2])
+    baseline = _forward_readable(truncated, "messages")
+    assert 0 < baseline < 2000
+
+    out = tmp_path / "new.db"
+    code, doc = run_json("recover", "--source", str(truncated), "--output", str(out),
+                         "--allow-partial")
+    assert code == 8, doc
+    assert doc["status"] == "partial"
+    assert _count(out, "sessions") == 40
+    assert _count(out, "messages") >= baseline
+    assert doc["skipped_ranges"]
+    assert run("--db", str(out), "repair", "--check-only").exit_code == 0

@@ -81,10 +81,10 @@ def test_prune_notes_what_it_spared_and_why(store: Path) -> None:
     make_session(store, "20250103_100000_archiv04", age_days=200, archived=True)
     make_session(store, "20250104_100000_opened05", age_days=200, ended=False)
     result = run("--db", str(store), "prune", "--dry-run")
-    assert "1 pinned sessions also match and will NOT be deleted (use --include-pinned)" \
+    assert "1 pinned session also matches and will NOT be deleted (use --include-pinned)" \
         in result.stderr
     assert "--include-archived" in result.stderr
-    assert "1 open sessions also match but were skipped" in result.stderr
+    assert "1 open session also matches but was skipped" in result.stderr
     _, doc = run_json("--db", str(store), "prune", "--dry-run")
     assert doc["spared"] == {"pinned": 1, "archived": 1, "open": 1, "busy": 0, "lineage": 0}
     _, doc = run_json("--db", str(store), "prune", "--dry-run", "--include-pinned",
@@ -272,3 +272,24 @@ def test_delete_refuses_a_session_that_went_live_while_it_asked(
                       "last_activity_at = strftime('%s', 'now') WHERE id = ?", OLD)
     result = run("--db", str(store), "delete", OLD, "--yes")
     assert result.exit_code == 5 and OLD in ids(store)
+
+
+def test_archive_by_id_notes_no_ancestors_of_other_lineages(store: Path) -> None:
+    compressed_pair(store, root_age=200, tip_age=1)  # an unrelated lineage with an ancestor
+    result = run("--db", str(store), "archive", OLD, "--dry-run")
+    assert result.exit_code == 0
+    assert "compressed ancestors" not in result.output
+    code, doc = run_json("--db", str(store), "archive", OLD, "--dry-run")
+    assert (code, doc["ids"], doc["spared"]["lineage"]) == (0, [OLD], 0)
+    _, doc = run_json("--db", str(store), "prune", "--older-than", "100d", "--dry-run")
+    assert doc["spared"]["lineage"] == 1  # by a filter, the old ancestor is still noted
+
+
+def test_an_open_lineage_note_counts_open_sessions_as_stats_does(store: Path) -> None:
+    compressed_pair(store, root_age=200, tip_age=150, tip_ended=False)
+    _, stats = run_json("--db", str(store), "stats")
+    result = run("--db", str(store), "prune", "--dry-run")
+    assert "2 sessions of lineages still open (1 never ended) also match" in result.stderr
+    _, doc = run_json("--db", str(store), "prune", "--dry-run")
+    assert doc["spared"]["open"] == 2  # the lineage is the unit
+    assert doc["open_sessions"] == stats["sessions"]["open"] == 1

@@ -54,3 +54,32 @@ def test_schema_errors_map_to_exit_6(store_path: Path) -> None:
     result = run("--db", str(store_path), "upgrade")
     assert result.exit_code == 6
     assert "nothing was changed" in result.output
+
+
+def test_check_names_drift_in_words_not_object_reprs(legacy_db) -> None:
+    path = legacy_db(21)
+    result = run("--db", str(path), "check")
+    assert result.exit_code == 1
+    assert "drift: add column sessions.pinned INTEGER NOT NULL DEFAULT 0" in result.stdout
+    doc = json.loads(run("--db", str(path), "--json", "check").stdout)
+    assert "add column sessions.last_activity_at REAL" in doc["drift"]
+    for text in [result.stdout, *doc["drift"]]:
+        assert " at 0x" not in text and "Column(" not in text and "Clause" not in text
+
+
+def test_drift_of_indexes_tables_and_modified_columns_reads_as_ddl() -> None:
+    from sqlalchemy import Column, Index, Integer, MetaData, Table, Text, text
+
+    from hermes_store.cli.schema import describe_drift
+
+    md = MetaData()
+    t = Table("notes", md, Column("id", Integer, primary_key=True),
+              Column("body", Text, nullable=False, server_default=text("''")))
+    assert describe_drift(("add_table", t)) == "add table notes"
+    assert describe_drift(("remove_index", Index("ix_body", t.c.body))) == (
+        "remove index ix_body on notes (body)")
+    assert describe_drift(("remove_column", None, "notes", t.c.body)) == (
+        "remove column notes.body TEXT NOT NULL DEFAULT ''")
+    assert describe_drift([("modify_nullable", None, "notes", "body", {}, True, False),
+                           ("modify_type", None, "notes", "body", {}, Text(), Integer())]) == (
+        "modify nullable notes.body: True -> False; modify type notes.body: TEXT -> INTEGER")

@@ -119,6 +119,38 @@ def test_md_of_everything_needs_all_and_writes_verified_files(store: Path, tmp_p
     assert (target / "manifest.jsonl").exists()
 
 
+def _manifest(directory: Path) -> list[dict]:
+    return [json.loads(line) for line in (directory / "manifest.jsonl").read_text().splitlines()]
+
+
+def test_the_manifest_holds_each_file_once_with_its_real_checksum(store: Path,
+                                                                 tmp_path: Path) -> None:
+    target = tmp_path / "md"
+    args = ("--db", str(store), "export", f"{target}/", "--format", "md", "--all")
+    assert run(*args).exit_code == 0
+    assert run(*args, "--force").exit_code == 0  # a second export into the same directory
+    records = _manifest(target)
+    assert sorted(r["session_id"] for r in records) == [A, B]
+    for record in records:
+        assert record["sha256"] == sha256(target / record["path"])  # what sha256sum prints
+
+
+def test_verify_checks_an_export_against_its_manifest(store: Path, tmp_path: Path) -> None:
+    target = tmp_path / "md"
+    assert run("--db", str(store), "export", f"{target}/", "--format", "md", "--all"
+               ).exit_code == 0
+    code, doc = run_json("verify", str(target))
+    assert (code, doc["verified"], doc["problems"]) == (0, True, 0)
+    assert {f["status"] for f in doc["files"]} == {"ok"}
+    first, second = sorted(target.glob("*.md"))
+    first.write_text(first.read_text().replace("first prompt", "first prompt!"))
+    second.unlink()
+    result = run("verify", str(target / "manifest.jsonl"))
+    assert result.exit_code == 1
+    assert f"changed  {first.name}" in result.stdout and f"missing  {second.name}" in result.stdout
+    assert run("verify", str(tmp_path / "nowhere")).exit_code == 3
+
+
 def test_trace_defaults_to_the_most_recent_session(store: Path) -> None:
     result = run("--db", str(store), "export", "-", "--format", "trace")
     lines = [json.loads(line) for line in result.stdout.splitlines()]
@@ -218,3 +250,17 @@ def test_import_on_a_terminal_offers_a_picker(tmp_path: Path,
     result = CliRunner().invoke(main, ["--db", str(db), "import"], input="2\n")
     assert result.exit_code == 0, result.output
     assert rows(db, "SELECT count(*) FROM sessions") == [(1,)]
+
+
+def test_the_same_claude_log_under_another_name_is_not_imported_twice(head_db: Path,
+                                                                      tmp_path: Path) -> None:
+    log = claude_log(tmp_path / "claude")
+    copy = tmp_path / "elsewhere" / "renamed-copy.jsonl"
+    copy.parent.mkdir()
+    copy.write_bytes(log.read_bytes())
+    code, first = run_json("--db", str(head_db), "import", str(log))
+    assert (code, first["sessions_imported"]) == (0, 1)
+    code, again = run_json("--db", str(head_db), "import", str(copy))
+    assert (code, again["sessions_imported"]) == (0, 0)
+    assert again["files"][0]["status"] != "imported"
+    assert rows(head_db, "SELECT count(*) FROM sessions") == [(1,)]

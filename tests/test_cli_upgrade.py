@@ -94,3 +94,41 @@ def test_an_unknown_target_revision_exits_3_and_changes_nothing(legacy_db) -> No
     assert result.exit_code == 3
     assert "no_such_revision" in result.stderr
     assert sha256(path) == before
+
+
+# --------------------------------------------------------------------------- what to run next
+
+
+UPKEEP = {"hermes-store compact", "hermes-store optimize-storage"}
+
+
+@pytest.mark.parametrize("version", [11, 21])
+def test_upgrade_names_the_one_upkeep_stats_names_and_leaves_no_wal(legacy_db,
+                                                                    version: int) -> None:
+    path = legacy_db(version)
+    code, doc = run_json("--db", str(path), "upgrade", "--no-backup")
+    assert code == 0, doc
+    assert len(doc["next"]) == 1 and doc["next"][0] in UPKEEP
+    human = run("--db", str(path), "stats").stdout
+    _, st = run_json("--db", str(path), "stats")
+    assert [a["command"] for a in st["advice"] if a["command"] in UPKEEP] == doc["next"]
+    assert f"`{doc['next'][0]}`" in human
+    wal = Path(f"{path}-wal")
+    assert not wal.exists() or wal.stat().st_size == 0
+
+
+def test_while_an_old_index_remains_only_optimize_storage_is_advised(head_db: Path) -> None:
+    con = sqlite3.connect(head_db)
+    with con:
+        con.execute("CREATE VIRTUAL TABLE messages_fts_old USING fts5(content)")
+        con.executemany("INSERT INTO messages_fts_old (content) VALUES (?)",
+                        [("padding " * 400,) for _ in range(300)])
+        con.execute("INSERT INTO sessions (id, source, started_at) VALUES ('s', 'cli', 1.7e9)")
+        con.executemany("INSERT INTO messages (session_id, role, content, timestamp) "
+                        "VALUES ('s', 'user', ?, 1.7e9)", [("x" * 3000,) for _ in range(300)])
+        con.execute("DELETE FROM messages")  # a large freelist as well
+    con.close()
+    _, st = run_json("--db", str(head_db), "stats")
+    assert st["freelist_ratio"] >= 0.2
+    assert [a["command"] for a in st["advice"] if a["command"] in UPKEEP] == [
+        "hermes-store optimize-storage"]

@@ -1,4 +1,4 @@
-if __name__ == "__main__":  # pragma: no cover
-    from hermes_store.cli import main
+from hermes_store.cli import run
 
-    main()
+if __name__ == "__main__":  # pragma: no cover
+    run()

@@ -12,41 +12,35 @@ go to stderr. Reading commands open the store read-only and never migrate it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
+import importlib
+import io
 import json
+import os
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-from hermes_store.db import migrate
-from hermes_store.db.engine import open_engine
+from hermes_store.cli.render import iso, say, visible, when
 from hermes_store.errors import (
     HermesStoreError,
     SchemaMismatchError,
     StoreNotFoundError,
     UsageError,
 )
-from hermes_store.paths import StoreLocation, resolve_location
-from hermes_store.repo import lineage
-from hermes_store.repo.filters import SessionFilter
+from hermes_store.paths import StoreLocation, require_parent, resolve_location
 from hermes_store.version import __version__
 
-SANE_MIN, SANE_FUTURE = lineage.SANE_MIN_TS, lineage.SANE_FUTURE_S
-# The session item of docs/cli.md#json-output, in order.
-ITEM_KEYS = ("id", "title", "source", "created_source", "started_at", "ended_at", "last_active",
-             "end_reason", "message_count", "tool_call_count", "model", "cwd", "git_branch",
-             "pinned", "archived", "parent_session_id", "lineage_tip_id")
-_TIME_KEYS = ("started_at", "ended_at", "last_active")
+if TYPE_CHECKING:
+    from hermes_store.db.migrate import SchemaStatus
 
-
+# This module and every command module import the library (and rich) inside the functions
+# that use it: `--version`, `--help` and shell completion load click and nothing heavier.
 # --------------------------------------------------------------------------- context
 
 
@@ -58,25 +52,41 @@ def stdin_is_tty() -> bool:
 @dataclass
 class Ctx:
     # The store: its file, or (on a database server) its location, which prints without the
-    # password. File-only commands take ``db`` as a Path.
-    db: Path | StoreLocation
+    # password. File-only commands take ``store`` as a Path.
+    store: Path | StoreLocation
     as_json: bool
     quiet: bool
+    records: str | None = None  # nl, csv or tsv: one record a row, for scripts
+    headers: bool = True
+
+    @property
+    def db(self) -> Path:
+        """The store's path; a mistyped directory is not found (exit 3), never created."""
+        require_parent(self.store)
+        return self.store
 
     def emit(self, command: str, payload: dict[str, Any], human: str | Callable[[], None],
-             *, ok: bool = True) -> None:
-        """One JSON document on stdout with --json, else the human text (or renderer)."""
+             *, ok: bool = True,
+             records: tuple[Sequence[str], Sequence[dict[str, Any]]] | None = None) -> None:
+        """One JSON document on stdout with --json; the ``records`` (columns, rows) with
+        --nl/--csv/--tsv; else the human text (or renderer)."""
+        if self.as_json and self.records:
+            raise UsageError(f"--json and --{self.records} both choose the output: give one")
         if self.as_json:
             click.echo(json.dumps({"ok": ok, "command": command, "format": 1, **payload},
                                   ensure_ascii=False, default=str))
+        elif self.records and records is not None:
+            from hermes_store.cli import formats
+
+            formats.write_records(self.records, records[0], records[1], headers=self.headers)
         elif callable(human):
             human()
         else:
-            click.echo(human)
+            say(human)
 
     def note(self, text: str) -> None:
         if not self.quiet:
-            click.echo(text, err=True)
+            say(text, err=True)
 
     @staticmethod
     def interactive() -> bool:
@@ -90,7 +100,7 @@ class Ctx:
         if not stdin_is_tty():
             raise UsageError("stdin is not a terminal: pass --yes to confirm "
                              "(or --dry-run to preview)")
-        if not click.confirm(question, default=False, err=True):
+        if not click.confirm(visible(question), default=False, err=True):
             click.echo("Nothing changed.", err=True)
             sys.exit(1)
 
@@ -98,6 +108,15 @@ class Ctx:
     def progress(self) -> Iterator[Callable[[str, int, int], None]]:
         """``update(label, done, total)``: a rich bar on a TTY; without one, a note per tenth
         ("messages: 120,000/212,455") so logs still show progress; nothing with -q."""
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            Progress,
+            TaskProgressColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
         tty = sys.stderr.isatty()
         bar = Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
                        TextColumn("{task.completed:,}/{task.total:,}"), TimeElapsedColumn(),
@@ -122,12 +141,6 @@ class Ctx:
             yield update
 
 
-def out_console() -> Console:
-    stream = sys.stdout  # read at call time: CliRunner swaps it
-    return Console(file=stream, width=None if stream.isatty() else 120, highlight=False,
-                   soft_wrap=True)
-
-
 def _fail(ctx: click.Context, err: HermesStoreError) -> NoReturn:
     obj: Ctx | None = ctx.find_object(Ctx)
     command = ctx.invoked_subcommand or ctx.info_name
@@ -144,89 +157,185 @@ def _fail(ctx: click.Context, err: HermesStoreError) -> NoReturn:
         click.echo(json.dumps({"ok": False, "command": command, "error": error},
                               ensure_ascii=False, default=str))
     else:
-        click.echo(f"error: {err}", err=True)
+        say(f"error: {err}", err=True)
         for row in rows or []:
-            click.echo(f"  {row['id']}  {when(row.get('last_active_raw'))}  "
-                       f"{row.get('title') or ''}", err=True)
+            say(f"  {row['id']}  {when(row.get('last_active_raw'))}  {row.get('title') or ''}",
+                 err=True)
     ctx.exit(err.exit_code)
 
 
+def _set_on_ctx(attr: str) -> Callable[[click.Context, click.Parameter, bool], None]:
+    def callback(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+        obj = ctx.find_object(Ctx)
+        if value and obj is not None:
+            setattr(obj, attr, True)
+
+    return callback
+
+
+def _set_records(fmt: str) -> Callable[[click.Context, click.Parameter, bool], None]:
+    def callback(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+        obj = ctx.find_object(Ctx)
+        if value and obj is not None:
+            if obj.records not in (None, fmt):
+                raise click.UsageError(f"--{obj.records} and --{fmt} both choose the output")
+            obj.records = fmt
+
+    return callback
+
+
+def _no_headers(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    obj = ctx.find_object(Ctx)
+    if value and obj is not None:
+        obj.headers = False
+
+
+def record_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--nl``, ``--csv``, ``--tsv`` and ``--no-headers`` for the reading commands."""
+    for flag, text in (("--no-headers", "No header line (tables, CSV, TSV)."),
+                       ("--tsv", "Tab-separated, one record a line."),
+                       ("--csv", "CSV, one record a row."),
+                       ("--nl", "Newline-delimited JSON, one object a line.")):
+        callback = _no_headers if flag == "--no-headers" else _set_records(flag[2:])
+        fn = click.option(flag, is_flag=True, expose_value=False, callback=callback,
+                          help=text)(fn)
+    return fn
+
+
+class StoreCommand(click.Command):
+    """Every command also takes the output options after its name (``current --json``),
+    as well as before it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params += [
+            click.Option(["--json", "as_json"], is_flag=True, expose_value=False,
+                         callback=_set_on_ctx("as_json"),
+                         help="Exactly one JSON document on stdout."),
+            click.Option(["-q", "--quiet"], is_flag=True, expose_value=False,
+                         callback=_set_on_ctx("quiet"), help="No notes or progress on stderr."),
+        ]
+
+
+# Every command: the module under hermes_store.cli that defines it, and its line in --help
+# (tests/test_cli_help.py holds each equal to the command's own). A module is imported only
+# when one of its commands is resolved: to run, for its --help, or to complete its options.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "archive": ("retention", "Hide whole lineages from list and pickers; they stay searchable "
+                "and exportable."),
+    "check": ("schema", "Exit 0 when the store is at head and matches the models, 1 otherwise."),
+    "close": ("retention", "End sessions left open (hard kills, abandoned chats) idle longer "
+              "than --older-than."),
+    "compact": ("health", "Whole-store upkeep: merge FTS segments, refresh planner statistics, "
+                "VACUUM, empty the WAL."),
+    "current": ("schema", "Print the store's schema revision and state; exit 0 at head, 6 "
+                "otherwise."),
+    "delete": ("metadata", "Permanently delete sessions: each whole compression lineage, and its "
+               "children unless --keep-children."),
+    "doctor": ("health", "Read-only health report: schema, integrity, FTS indexes, WAL, holders, "
+               "SQLite version."),
+    "export": ("transfer", "Export sessions as jsonl, md/qmd, html or trace; streams, never loads "
+               "a whole session."),
+    "import": ("transfer", "Import our jsonl backups, Claude Code or Codex logs; re-importing "
+               "never duplicates."),
+    "list": ("browse", "Sessions, pinned first, then by last activity; lineage tips only, full "
+             "ids."),
+    "optimize-storage": ("health", "Move the search indexes to the current layout: backfill, "
+                         "teardown, vacuum, done."),
+    "pin": ("metadata", "Keep sessions: pinned lineages are never pruned or archived and always "
+            "listed."),
+    "prune": ("retention", "Delete ended sessions, whole compression lineages at a time."),
+    "recover": ("repair", "Offline salvage of a damaged store into a NEW file; the source is "
+                "never modified."),
+    "rename": ("metadata", "Set a session's title (the words are joined; titles are unique)."),
+    "repair": ("repair", "Probe the store for damage and fix what can be fixed in place."),
+    "search": ("browse", "Full-text search over messages; results grouped by session."),
+    "show": ("browse", "One session: a header, then its messages with role and time."),
+    "stats": ("health", "Totals and space: sessions, messages, sources, WAL state, per-table "
+              "bytes, advice."),
+    "unarchive": ("retention", "Bring archived lineages back into list and pickers (IDs or "
+                  "filters)."),
+    "unpin": ("metadata", "Clear the keep flag."),
+    "upgrade": ("schema", "Create the store, or bring it (legacy stores included) to the newest "
+                "schema."),
+    "verify": ("transfer", "Check a Markdown export against its manifest: every listed file "
+               "present, unchanged."),
+}
+# Old names kept for scripts, left out of --help and completion.
+HIDDEN_COMMANDS = {"optimize": "health"}
+
+
 class StoreGroup(click.Group):
-    """Turns our errors into their documented exit codes instead of tracebacks."""
+    """Loads each command's module on demand, and turns our errors into their documented exit
+    codes instead of tracebacks."""
+
+    command_class = StoreCommand
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS[cmd_name][0] if cmd_name in COMMANDS else HIDDEN_COMMANDS.get(cmd_name)
+        if cmd_name not in self.commands and module is not None:
+            importlib.import_module(f"hermes_store.cli.{module}")
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name][1]) for name in self.list_commands(ctx)])
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except HermesStoreError as err:
             _fail(ctx, err)
+        except OSError as err:
+            if err.filename is None and not _stdout_writable():
+                _stdout_failed(ctx, err)
+            _fail(ctx, HermesStoreError(f"{err.filename}: {err.strerror or err}"
+                                        if err.filename is not None else str(err)))
         except KeyboardInterrupt:
-            click.echo("interrupted; everything committed before stays valid", err=True)
-            ctx.exit(130)
+            _fail(ctx, Interrupted())
+
+
+class Interrupted(HermesStoreError):
+    """Ctrl-C: what was committed before stays; with --json, still one JSON document."""
+
+    exit_code = 130
+    code = "interrupted"
+
+    def __init__(self) -> None:
+        super().__init__("interrupted; everything committed before stays valid")
+
+
+def _stdout_writable() -> bool:
+    try:
+        sys.stdout.flush()
+    except OSError:
+        return False
+    return True
+
+
+def _stdout_failed(ctx: click.Context, err: OSError) -> NoReturn:
+    """Standard output cannot take more (a full disk, a closed pipe): say so on stderr and
+    point stdout at /dev/null so the interpreter's last flush does not fail again. A closed
+    pipe is the reader's choice (``| head``) and is not reported."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass  # not a real file descriptor (a test runner's buffer): nothing will flush it
+    if err.errno != errno.EPIPE:
+        click.echo(f"error: cannot write to standard output: {err.strerror or err}", err=True)
+    ctx.exit(1)
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return
-    click.echo(f"hermes-store {__version__} (schema head {migrate.head_revision()})")
+    from hermes_store.db.revisions import head
+
+    click.echo(f"hermes-store {__version__} (schema head {head()})")
     ctx.exit(0)
-
-
-# --------------------------------------------------------------------------- rendering
-
-
-def iso(ts: Any) -> str | None:
-    if isinstance(ts, bool) or not isinstance(ts, (int, float)) \
-            or not SANE_MIN <= ts <= time.time() + SANE_FUTURE:
-        return None
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds").replace(
-        "+00:00", "Z")
-
-
-def age(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit} ago"
-    return "just now"
-
-
-def when(ts: Any) -> str:
-    if iso(ts) is None:
-        return "?"
-    local = datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
-    return f"{local} ({age(max(0.0, time.time() - ts))})"
-
-
-def size(n: int | None) -> str:
-    if n is None:
-        return "?"
-    if n < 1024:
-        return f"{n} B"
-    value = n / 1024
-    for unit in ("KB", "MB"):
-        if value < 1024:
-            return f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GB"
-
-
-def session_item(row: dict[str, Any], tip_id: str | None = None) -> dict[str, Any]:
-    """The item of docs/cli.md#json-output: ISO UTC times (null + ``<key>_raw`` if insane)."""
-    item = {key: row.get(key) for key in ITEM_KEYS}
-    item["created_source"] = row.get("created_source") or row.get("source")
-    item["lineage_tip_id"] = tip_id or row.get("lineage_tip_id") or row.get("id")
-    for key in _TIME_KEYS:
-        raw = row.get(key)
-        item[key] = iso(raw)
-        if item[key] is None and raw is not None:
-            item[f"{key}_raw"] = raw
-    for key in ("pinned", "archived"):
-        item[key] = bool(row.get(key))
-    return item
-
-
-def source_label(row: dict[str, Any]) -> str:
-    created, current = row.get("created_source"), row.get("source")
-    return f"{created}→{current}" if created and created != current else str(current)
 
 
 # --------------------------------------------------------------------------- store access
@@ -234,26 +343,33 @@ def source_label(row: dict[str, Any]) -> str:
 
 def open_read(obj: Ctx) -> Any:
     """The store's engine opened read-only at head, or None (with a note) when there is none."""
-    st = migrate.status(obj.db)
+    from hermes_store.db import migrate
+    from hermes_store.db.engine import open_engine
+
+    st = migrate.status(obj.store)
     if st.state in ("missing", "empty"):
-        obj.note(f"note: no store at {obj.db} yet (`hermes-store upgrade` creates one)")
+        obj.note(f"note: no store at {obj.store} yet (`hermes-store upgrade` creates one)")
         return None
     require_head(obj, st)
-    return open_engine(obj.db, readonly=True)
+    return open_engine(obj.store, readonly=True)
 
 
-def require_head(obj: Ctx, st: migrate.SchemaStatus | None = None) -> None:
-    st = st or migrate.status(obj.db)
+def require_head(obj: Ctx, st: SchemaStatus | None = None) -> None:
+    from hermes_store.db import migrate
+
+    st = st or migrate.status(obj.store)
     if not st.at_head:
-        raise SchemaMismatchError(f"{obj.db} is {st.describe()}: run `hermes-store upgrade`",
+        raise SchemaMismatchError(f"{obj.store} is {st.describe()}: run `hermes-store upgrade`",
                                   state=st.state, current=st.current, head=st.head)
 
 
 def open_write(obj: Ctx) -> Any:
     """The store's engine opened for short writes; it must exist and be at head."""
-    need_store(obj.db)
+    from hermes_store.db.engine import open_engine
+
+    need_store(obj.store)
     require_head(obj)
-    return open_engine(obj.db)
+    return open_engine(obj.store)
 
 
 def need_store(path: Path | StoreLocation) -> None:
@@ -299,6 +415,8 @@ def filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from hermes_store.repo.filters import SessionFilter
+
         values = {key: kwargs.pop(key) for key in FILTER_KEYS}
         values["sources"] = tuple(values["sources"] or ())
         kwargs["flt"] = SessionFilter(**values)
@@ -320,7 +438,8 @@ def filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
               help="The store: a SQLite file or a URL such as postgresql://USER@HOST/DB "
                    "(default: $HERMES_STORE_URL, else $HERMES_HOME/state.db, "
                    "else ~/.hermes/state.db).")
-@click.option("--profile", default=None, help="Use ~/.hermes/profiles/NAME/state.db.")
+@click.option("--profile", default=None, metavar="NAME",
+              help="Use $HERMES_HOME/profiles/NAME/state.db (not with --db).")
 @click.option("--json", "as_json", is_flag=True, help="Exactly one JSON document on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="No notes or progress on stderr.")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
@@ -340,6 +459,6 @@ def main(ctx: click.Context, db: str | None, profile: str | None, as_json: bool,
       hermes-store --db postgresql://hermes@db.example/hermes check
       hermes-store --json stats
     """
-    ctx.obj = Ctx(db=Path(), as_json=as_json, quiet=quiet)
+    ctx.obj = Ctx(store=Path(), as_json=as_json, quiet=quiet)
     location = resolve_location(db, profile)  # an unusable URL is exit 2, with --json too
-    ctx.obj.db = location.path or location
+    ctx.obj.store = location.path or location

@@ -6,32 +6,37 @@ import collections
 import json
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.markup import escape
-from rich.table import Table
 
-from hermes_store.cli.app import (
-    Ctx,
-    filter_options,
+from hermes_store.cli import formats
+from hermes_store.cli.app import Ctx, StoreCommand, filter_options, main, open_read, record_options
+from hermes_store.cli.render import (
+    ITEM_KEYS,
     iso,
-    main,
-    open_read,
     out_console,
+    say,
     session_item,
     source_label,
+    visible,
     when,
 )
-from hermes_store.content import text_of
-from hermes_store.db.engine import reading
 from hermes_store.errors import SessionNotFoundError
-from hermes_store.repo import listing
-from hermes_store.repo.filters import SessionFilter
-from hermes_store.search import results
-from hermes_store.transfer.reader import StoreReader
+
+if TYPE_CHECKING:
+    from hermes_store.repo.filters import SessionFilter
+    from hermes_store.transfer.reader import StoreReader
 
 TOOL_RESULT_CHARS = 2000
+QUERY_ECHO = 80  # characters of the query repeated back in "no messages match"
+LIST_KEYS = (*ITEM_KEYS, "preview", "workspace")
+SEARCH_KEYS = ("session_id", "message_id", "role", "timestamp", "tool_name", "snippet", "title",
+               "source")
+SHOW_KEYS = ("id", "session_id", "role", "timestamp", "tool_name", "tool_call_id", "compacted",
+             "content", "tool_calls")
+LIST_COLUMNS = (formats.Column("title", 12), formats.Column("workspace", 8),
+                formats.Column("last active"), formats.Column("source", 6), formats.Column("id"))
 
 
 # --------------------------------------------------------------------------- list
@@ -44,6 +49,7 @@ def _workspace(row: dict[str, Any]) -> str:
 
 @main.command("list")
 @filter_options
+@record_options
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
               help="How many sessions to show.")
 @click.option("--all", "show_all", is_flag=True,
@@ -61,6 +67,9 @@ def list_cmd(obj: Ctx, flt: SessionFilter, limit: int, show_all: bool, archived:
       hermes-store list --source cli --newer-than 7d
       hermes-store --json list --all --limit 200
     """
+    from hermes_store.db.engine import reading
+    from hermes_store.repo import listing
+
     engine = open_read(obj)
     page = listing.ListingPage([], False)
     if engine is not None:
@@ -76,21 +85,19 @@ def list_cmd(obj: Ctx, flt: SessionFilter, limit: int, show_all: bool, archived:
 
     def render() -> None:
         if not rows:
-            click.echo("no sessions match")
+            say("no sessions match")
             return
-        table = Table("title", "workspace", "last active", "source", box=None)
-        table.add_column("id", no_wrap=True)
-        for row in rows:
-            mark = "* " if row.get("pinned") else ""
-            cells = (mark + (row.get("title") or row.get("preview") or "—"), _workspace(row),
-                     when(row.get("last_active")), source_label(row), row["id"])
-            table.add_row(*(escape(str(c)) for c in cells))
-        out_console().print(table)
+        cells = [[visible(str(c)) for c in (
+            ("* " if row.get("pinned") else "") + (row.get("title") or row.get("preview") or "—"),
+            _workspace(row), when(row.get("last_active")), source_label(row), row["id"])]
+            for row in rows]
+        for line in formats.table_lines(LIST_COLUMNS, cells, headers=obj.headers):
+            say(line)
         if more:
-            click.echo("… more sessions match (use --limit or filters)")
+            say("… more sessions match (use --limit or filters)")
 
     obj.emit("list", {"sessions": items, "count": len(items), "more": more,
-                      "filter": flt.describe()}, render)
+                      "filter": flt.describe()}, render, records=(LIST_KEYS, items))
 
 
 # --------------------------------------------------------------------------- show
@@ -98,6 +105,8 @@ def list_cmd(obj: Ctx, flt: SessionFilter, limit: int, show_all: bool, archived:
 
 def _message_text(msg: dict[str, Any], full: bool) -> list[str]:
     """Lines for one message: content, tool calls as name + pretty JSON, results cut."""
+    from hermes_store.content import text_of
+
     lines: list[str] = []
     text = text_of(msg.get("content"), display=True)
     if msg.get("role") == "tool" and not full and len(text) > TOOL_RESULT_CHARS:
@@ -142,6 +151,7 @@ def _select_messages(reader: StoreReader, ids: Iterable[str], include_compacted:
 @click.option("--lineage", "whole_lineage", is_flag=True,
               help="Every compression segment, root to tip.")
 @click.option("--tip", is_flag=True, help="Follow a compressed session to its lineage tip.")
+@record_options
 @click.pass_obj
 def show(obj: Ctx, session: str, tail: int | None, full: bool, include_compacted: bool,
          whole_lineage: bool, tip: bool) -> None:
@@ -154,6 +164,13 @@ def show(obj: Ctx, session: str, tail: int | None, full: bool, include_compacted
       hermes-store show 20260915_0749 --tail 20
       hermes-store --json show 20260915_074937_3cf8aa23 --lineage
     """
+    from rich.markup import escape
+
+    from hermes_store.db.engine import reading
+    from hermes_store.repo import listing
+    from hermes_store.content import text_of
+    from hermes_store.transfer.reader import StoreReader
+
     engine = open_read(obj)
     if engine is None:
         raise SessionNotFoundError(session)
@@ -206,7 +223,12 @@ def show(obj: Ctx, session: str, tail: int | None, full: bool, include_compacted
                 con.print(f"{label:<12} {value}", markup=False)
         if tip_id != sid:
             con.print(f"continued in {tip_id} (use --tip)", markup=False)
+        segment = None
         for m in msgs:
+            if whole_lineage and len(chain) > 1 and m.get("session_id") != segment:
+                segment = m.get("session_id")
+                number = chain.index(segment) + 1 if segment in chain else "?"
+                con.print(f"\n══ segment {number} of {len(chain)}: {segment} ══", markup=False)
             extra = f" [{m.get('tool_name') or ''} {m.get('tool_call_id') or ''}]".rstrip() \
                 if m.get("role") == "tool" else ""
             flag = " (compacted)" if m.get("compacted") else ""
@@ -215,13 +237,41 @@ def show(obj: Ctx, session: str, tail: int | None, full: bool, include_compacted
             for line in _message_text(m, full):
                 con.print(line, markup=False)
 
-    obj.emit("show", {"session": item, "messages": out_msgs}, render)
+    obj.emit("show", {"session": item, "messages": out_msgs}, render,
+             records=(SHOW_KEYS, out_msgs))
 
 
 # --------------------------------------------------------------------------- search
 
 
-@main.command("search")
+class _QueryCommand(StoreCommand):
+    """``search unsafe -Rust``: a word that starts with one ``-`` and is none of the command's
+    options is part of the query (an exclusion), not a usage error. Unknown ``--long``
+    options are still reported, so a mistyped flag never turns into search words."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        params = [p for p in self.get_params(ctx) if isinstance(p, click.Option)]
+        known = {o for p in params for o in (*p.opts, *p.secondary_opts)}
+        valued = {o for p in params if not p.is_flag and not p.count for o in p.opts}
+        options: list[str] = []
+        words: list[str] = []
+        i = 0
+        while i < len(args):
+            arg, name = args[i], args[i].split("=", 1)[0]
+            if arg == "--":
+                words += args[i + 1:]
+                break
+            if name in known or arg.startswith("--"):
+                takes = name in valued and "=" not in arg and i + 1 < len(args)
+                options += args[i:i + 2] if takes else [arg]
+                i += 1 if takes else 0
+            else:
+                words.append(arg)
+            i += 1
+        return super().parse_args(ctx, [*options, "--", *words])
+
+
+@main.command("search", cls=_QueryCommand)
 @click.argument("query", nargs=-1, required=True)
 @click.option("--source", "sources", multiple=True, help="Only these sources (repeatable).")
 @click.option("--session", "session_ref", default=None,
@@ -229,26 +279,40 @@ def show(obj: Ctx, session: str, tail: int | None, full: bool, include_compacted
 @click.option("--role", "roles", multiple=True,
               type=click.Choice(["user", "assistant", "tool", "system"]), help="Only these roles.")
 @click.option("--newer-than", default=None, metavar="AGE", help="Sessions active since AGE/TIME.")
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
+              help="How many hits to show.")
+@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Skip this many hits (the next page: --offset 20).")
 @click.option("--include-tools", is_flag=True,
               help="Also search whole tool outputs (the index holds their first 8 KiB).")
 @click.option("--no-archived", is_flag=True, help="Leave archived sessions out.")
+@record_options
 @click.pass_obj
 def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
                session_ref: str | None, roles: tuple[str, ...], newer_than: str | None,
-               limit: int, include_tools: bool, no_archived: bool) -> None:
+               limit: int, offset: int, include_tools: bool, no_archived: bool) -> None:
     """Full-text search over messages; results grouped by session.
 
     Words are ANDed; "phrase", OR, NOT/-word and prefix* work; CJK terms of any length.
     A query FTS cannot parse is retried as literal words, never shown as an error.
+    A word starting with - excludes it (search unsafe -Rust); put -- before a query whose
+    words could be read as options (search -- -q).
 
     \b
     Example:
       hermes-store search "flaky test" --source cli --newer-than 30d
       hermes-store --json search 数据库 --limit 50
     """
+    from rich.markup import escape
+
+    from hermes_store.db.engine import reading
+    from hermes_store.repo import listing
+    from hermes_store.repo.filters import SessionFilter
+    from hermes_store.search import results
+
     text = " ".join(query)
     flt = SessionFilter(newer_than=newer_than)
+    expression = results.with_exclusions(text)
     engine = open_read(obj)
     found = results.SessionHits()
     if engine is not None:
@@ -257,8 +321,8 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
             if session_ref is not None:
                 scope = results.lineage_scope(conn, listing.resolve_ref(conn, session_ref))
             found = results.search_sessions_hits(
-                conn, text, sources=list(sources) or None, roles=list(roles) or None,
-                limit=limit, scope=scope, active_after=flt.window().active_after,
+                conn, expression, sources=list(sources) or None, roles=list(roles) or None,
+                limit=limit, offset=offset, scope=scope, active_after=flt.window().active_after,
                 no_archived=no_archived, include_tools=include_tools)
     hits, meta, groups = found.hits, found.sessions, found.grouped()
     payload = [{"session": session_item(meta[sid], meta[sid].get("lineage_tip_id")),
@@ -267,9 +331,17 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
                           "tool_name": h.get("tool_name")} for h in group]}
                for sid, group in groups.items()]
 
+    more = found.more
+    footer = ""
+    if more:
+        bound = "" if found.exact else "at least "
+        footer = (f"… {bound}{more:,} more {_plural(more, 'hit')} "
+                  f"(--offset {offset + len(hits)} shows the next)")
+
     def render() -> None:
         if not hits:
-            click.echo(f"no messages match {text!r}")
+            shown = text if len(text) <= QUERY_ECHO else text[:QUERY_ECHO] + "…"
+            say(f"no messages match {shown!r}" + (f" after the first {offset}" if offset else ""))
             return
         con = out_console()
         for sid, group in groups.items():
@@ -282,5 +354,17 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
                 snippet = " ".join(str(h.get("snippet") or "").split())
                 con.print(f"    {h['role']:<9} {when(h.get('timestamp'))}  {snippet}",
                           markup=False)
+        if footer:
+            say(footer)
 
-    obj.emit("search", {"query": text, "count": len(hits), "results": payload}, render)
+    flat = [{"session_id": h["session_id"], "message_id": h["id"], "role": h["role"],
+             "timestamp": iso(h.get("timestamp")), "tool_name": h.get("tool_name"),
+             "snippet": h.get("snippet"), "title": meta[h["session_id"]].get("title"),
+             "source": meta[h["session_id"]].get("source")} for h in hits]
+    obj.emit("search", {"query": text, "count": len(hits), "offset": offset,
+                        "total": found.total, "total_exact": found.exact, "more": more > 0,
+                        "results": payload}, render, records=(SEARCH_KEYS, flat))
+
+
+def _plural(n: int, word: str) -> str:
+    return word if n == 1 else f"{word}s"

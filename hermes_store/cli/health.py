@@ -6,27 +6,15 @@ import copy
 import dataclasses
 import sqlite3
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
 
-from hermes_store.cli.app import (
-    Ctx,
-    iso,
-    main,
-    need_store,
-    open_read,
-    out_console,
-    require_head,
-    size,
-    when,
-)
-from hermes_store.db.engine import open_engine, reading
-from hermes_store.ops import stats
-from hermes_store.ops import storage
-from hermes_store.ops.backup import require_free_space
-from hermes_store.ops.holders import ensure_not_held, find_holders
+from hermes_store.cli.app import Ctx, main, need_store, open_read, require_head
+from hermes_store.cli.render import commands_marked, iso, out_console, size, visible, when
+
+if TYPE_CHECKING:
+    from hermes_store.ops import stats
 
 
 def _stats_json(st: stats.StoreStats) -> dict[str, Any]:
@@ -41,6 +29,8 @@ def _stats_json(st: stats.StoreStats) -> dict[str, Any]:
 
 
 def _render_stats(st: stats.StoreStats) -> None:
+    from rich.table import Table
+
     con = out_console()
     s, m = st.sessions, st.messages
     con.print(f"[bold]{st.path}[/bold]")
@@ -56,12 +46,12 @@ def _render_stats(st: stats.StoreStats) -> None:
     if st.sources:
         table = Table("source", "sessions", title="sessions by source", title_justify="left")
         for row in st.sources:
-            table.add_row(str(row["source"]), f"{row['sessions']:,}")
+            table.add_row(visible(str(row["source"])), f"{row['sessions']:,}")
         con.print(table)
     if st.space.available:
         table = Table("object", "kind", "table", "bytes", title="space", title_justify="left")
         for item in st.space.items:
-            table.add_row(item.name, item.kind, item.table, size(item.bytes))
+            table.add_row(visible(item.name), item.kind, visible(item.table), size(item.bytes))
         con.print(table)
         con.print(f"FTS share {st.space.fts_share or 0:.0%} of the file "
                   f"({size(st.space.fts_bytes)})")
@@ -74,7 +64,8 @@ def _render_stats(st: stats.StoreStats) -> None:
     if backfill and backfill.get("pending"):
         con.print(f"backfill  pending: {backfill.get('done', 0):,}/{backfill.get('total', 0):,}")
     for advice in st.advice:
-        con.print(f"advice    {advice.message} -> `{advice.command}`")
+        con.print(f"advice    {advice.message} -> {commands_marked(advice.command)}",
+                  markup=False)
 
 
 @main.command("stats")
@@ -89,14 +80,17 @@ def stats_cmd(obj: Ctx) -> None:
       hermes-store stats
       hermes-store --json stats | jq .sources
     """
+    from hermes_store.db.engine import reading
+    from hermes_store.ops import stats
+
     engine = open_read(obj)
     if engine is None:
-        obj.emit("stats", {"path": str(obj.db), "exists": False, "sessions": {"total": 0},
+        obj.emit("stats", {"path": str(obj.store), "exists": False, "sessions": {"total": 0},
                            "messages": {"total": 0}, "sources": []},
-                 f"{obj.db}: no store (0 sessions)")
+                 f"{obj.store}: no store (0 sessions)")
         return
     with reading(engine) as conn:
-        st = stats.collect(conn, obj.db)
+        st = stats.collect(conn, obj.store)
     obj.emit("stats", {"exists": True, **_stats_json(st)}, lambda: _render_stats(st))
 
 
@@ -107,7 +101,7 @@ def _render_findings(path: str, findings: list[Any]) -> None:
     con = out_console()
     con.print(f"[bold]{path}[/bold]")
     for f in findings:
-        fix = f"  -> `{f.fix}`" if f.fix else ""
+        fix = f"  -> {commands_marked(f.fix)}" if f.fix else ""
         con.print(f"{_MARK.get(f.status, f.status):<6} {f.check}: {f.detail}{fix}",
                   markup=False)
 
@@ -126,22 +120,26 @@ def doctor(obj: Ctx, full: bool) -> None:
       hermes-store doctor
       hermes-store --json doctor --full
     """
-    if not obj.db.exists():
-        obj.note(f"note: no store at {obj.db} yet (`hermes-store upgrade` creates one)")
-        obj.emit("doctor", {"path": str(obj.db), "exists": False, "healthy": True,
-                            "findings": []}, f"{obj.db}: no store")
+    if not obj.store.exists():
+        obj.note(f"note: no store at {obj.store} yet (`hermes-store upgrade` creates one)")
+        obj.emit("doctor", {"path": str(obj.store), "exists": False, "healthy": True,
+                            "findings": []}, f"{obj.store}: no store")
         return
-    holders = find_holders(obj.db)
+    from hermes_store.db.engine import open_engine, reading
+    from hermes_store.ops import stats
+    from hermes_store.ops.holders import find_holders
+
+    holders = find_holders(obj.store)
     try:
-        engine = open_engine(obj.db, readonly=True)
+        engine = open_engine(obj.store, readonly=True)
         with reading(engine) as conn:
-            report = stats.diagnose(conn, obj.db, full=full, holders=holders,
+            report = stats.diagnose(conn, obj.store, full=full, holders=holders,
                                     sqlite_version=sqlite3.sqlite_version_info)
     except sqlite3.DatabaseError as err:
         report = stats.DoctorReport(
-            str(obj.db), {"state": "unreadable"},
+            str(obj.store), {"state": "unreadable"},
             [stats.Finding("opens", "damage", f"the store does not open: {err}",
-                           f"hermes-store recover --source {obj.db} --output NEW.db "
+                           f"hermes-store recover --source {obj.store} --output NEW.db "
                            "--inspect-only")],
             None, holders, sqlite3.sqlite_version)
     obj.emit("doctor", {"exists": True, **report.to_dict()},
@@ -159,7 +157,7 @@ def doctor(obj: Ctx, full: bool) -> None:
 @click.option("--force", is_flag=True, help="Proceed even if other processes hold the store.")
 @click.pass_context
 def compact(ctx: click.Context, force: bool) -> None:
-    """Whole-store upkeep: merge FTS segments, PRAGMA optimize, VACUUM, TRUNCATE checkpoint.
+    """Whole-store upkeep: merge FTS segments, refresh planner statistics, VACUUM, empty the WAL.
 
     Refuses (exit 5) while another process holds the store, unless --force, and checks for
     free disk of about the store's size first. Prints main and WAL sizes before and after.
@@ -170,18 +168,22 @@ def compact(ctx: click.Context, force: bool) -> None:
       hermes-store compact
       hermes-store --json compact --force
     """
+    from hermes_store.db.engine import open_engine
+    from hermes_store.ops import storage
+    from hermes_store.ops.holders import ensure_not_held
+
     obj: Ctx = ctx.obj
     command = ctx.info_name or "compact"
-    need_store(obj.db)
+    need_store(obj.store)
     require_head(obj)
-    holders = ensure_not_held(obj.db, force=force, what=command)
+    holders = ensure_not_held(obj.store, force=force, what=command)
     for pid, cmd in holders:
         obj.note(f"warning: --force: pid {pid} ({cmd}) holds the store")
-    storage.preflight(obj.db)
-    result = storage.compact(open_engine(obj.db), progress=lambda s: obj.note(f"{s} …"))
+    storage.preflight(obj.store)
+    result = storage.compact(open_engine(obj.store), progress=lambda s: obj.note(f"{s} …"))
     b, a = result.before, result.after
-    obj.emit(command, {"path": str(obj.db), **result.to_dict()},
-             f"{obj.db}: main {size(b.main)} -> {size(a.main)}, "
+    obj.emit(command, {"path": str(obj.store), **result.to_dict()},
+             f"{obj.store}: main {size(b.main)} -> {size(a.main)}, "
              f"WAL {size(b.wal)} -> {size(a.wal)}")
 
 
@@ -193,7 +195,7 @@ main.add_command(_optimize_alias, "optimize")
 
 ASK_ABOVE_BYTES = 500 * 1024 * 1024
 NO_VACUUM_SHARE = 0.3
-_PHASE_LABEL = {"backfill": "backfill", "teardown": "Reclaiming old index", "vacuum": "vacuum",
+_PHASE_LABEL = {"backfill": "backfill", "teardown": "reclaiming old index", "vacuum": "vacuum",
                 "done": "done"}
 
 
@@ -214,14 +216,19 @@ def optimize_storage(obj: Ctx, no_vacuum: bool, force: bool, yes: bool) -> None:
       hermes-store optimize-storage
       hermes-store optimize-storage --no-vacuum --yes
     """
-    need_store(obj.db)
+    from hermes_store.db.engine import open_engine
+    from hermes_store.ops import storage
+    from hermes_store.ops.backup import require_free_space
+    from hermes_store.ops.holders import ensure_not_held
+
+    need_store(obj.store)
     require_head(obj)
-    holders = ensure_not_held(obj.db, force=force, what="optimize-storage")
+    holders = ensure_not_held(obj.store, force=force, what="optimize-storage")
     for pid, cmd in holders:
         obj.note(f"warning: --force: pid {pid} ({cmd}) holds the store")
-    store_bytes = obj.db.stat().st_size
+    store_bytes = obj.store.stat().st_size
     need = int(store_bytes * (NO_VACUUM_SHARE if no_vacuum else 1.0))
-    require_free_space(obj.db.parent, need, "optimize-storage")
+    require_free_space(obj.store.parent, need, "optimize-storage")
     if store_bytes > ASK_ABOVE_BYTES:
         obj.note(f"warning: the store is {size(store_bytes)}; this takes a while and writes "
                  "about that much (it can be interrupted and resumed)")
@@ -233,12 +240,12 @@ def optimize_storage(obj: Ctx, no_vacuum: bool, force: bool, yes: bool) -> None:
                 phases.append(phase)
             update(_PHASE_LABEL.get(phase, phase), done, total)
 
-        report = storage.optimize_storage(open_engine(obj.db), progress=progress,
+        report = storage.optimize_storage(open_engine(obj.store), progress=progress,
                                               vacuum=not no_vacuum)
     delta = report.bytes_before - report.bytes_after
     change = (f"reclaimed {size(delta)}" if delta >= 0 else f"grew by {size(-delta)}")
-    obj.emit("optimize-storage", {"path": str(obj.db), "phases": phases,
+    obj.emit("optimize-storage", {"path": str(obj.store), "phases": phases,
                                   **dataclasses.asdict(report), "reclaimed_bytes": delta},
-             f"{obj.db}: {change} ({size(report.bytes_before)} -> {size(report.bytes_after)}); "
+             f"{obj.store}: {change} ({size(report.bytes_before)} -> {size(report.bytes_after)}); "
              f"{report.rows_backfilled:,} rows indexed, dropped "
              f"{', '.join(report.tables_dropped) or 'nothing'}")

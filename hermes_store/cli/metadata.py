@@ -6,21 +6,30 @@ import dataclasses
 
 import click
 
-from hermes_store.cli.app import Ctx, main, open_read, open_write, when
-from hermes_store.db.engine import reading, run_write
+from hermes_store.cli.app import Ctx, main, open_read, open_write
+from hermes_store.cli.render import count, say, when
 from hermes_store.errors import UsageError
-from hermes_store.repo import deletion, listing, retention, sessions, titles
 
-NOTHING_SPARED = dataclasses.asdict(retention.Spared())
+
+def _nothing_spared() -> dict[str, int]:
+    from hermes_store.repo import retention
+
+    return dataclasses.asdict(retention.Spared())
 
 
 def _resolve(obj: Ctx, refs: tuple[str, ...]) -> list[str]:
+    from hermes_store.db.engine import reading
+    from hermes_store.repo import listing
+
     engine = open_write(obj)
     with reading(engine) as conn:
         return listing.resolve_refs(conn, refs)
 
 
 def _flag_verb(obj: Ctx, command: str, refs: tuple[str, ...], dry_run: bool) -> None:
+    from hermes_store.db.engine import run_write
+    from hermes_store.repo import retention
+
     ids = _resolve(obj, refs)
     verb = retention.pin if command == "pin" else retention.unpin
     result = run_write(open_write(obj), lambda c: verb(c, ids, dry_run=dry_run), what=command)
@@ -28,7 +37,7 @@ def _flag_verb(obj: Ctx, command: str, refs: tuple[str, ...], dry_run: bool) -> 
         obj.note(f"note: {sid} was archived; pinning unarchived it")
     already = len(ids) - (result.matched if command == "unpin" else result.changed)
     state = "pinned" if command == "pin" else "unpinned"
-    human = (f"would {command} {result.matched} sessions" if dry_run
+    human = (f"would {command} {count(result.matched, 'session')}" if dry_run
              else f"{state}: {', '.join(result.ids) or 'nothing'}"
              + (f" (already {state}: {already})" if already and not dry_run else ""))
     obj.emit(command, {**result.as_dict(), "unarchived": result.unarchived}, human)
@@ -78,11 +87,14 @@ def rename(obj: Ctx, session: str, words: tuple[str, ...]) -> None:
     Example:
       hermes-store rename 20260915_0749 Fix the flaky login test
     """
+    from hermes_store.db.engine import run_write
+    from hermes_store.repo import sessions, titles
+
     title = titles.title_from_words(words)
     sid = _resolve(obj, (session,))[0]
     run_write(open_write(obj), lambda conn: sessions.rename(conn, sid, title), what="rename")
     obj.emit("rename", {"id": sid, "title": title, "dry_run": False, "matched": 1,
-                        "changed": 1, "ids": [sid], "spared": NOTHING_SPARED},
+                        "changed": 1, "ids": [sid], "spared": _nothing_spared()},
              f"{sid}: {title}")
 
 
@@ -107,13 +119,16 @@ def delete(obj: Ctx, sessions_: tuple[str, ...], keep_children: bool, force: boo
       hermes-store delete 20260915_0749 --dry-run
       hermes-store delete 20260915_0749 --keep-children --yes
     """
+    from hermes_store.db.engine import reading, run_write
+    from hermes_store.repo import deletion, listing
+
     engine = open_read(obj)
     if engine is None:
-        raise UsageError(f"no store at {obj.db}")
+        raise UsageError(f"no store at {obj.store}")
     with reading(engine) as conn:
         ids = listing.resolve_refs(conn, sessions_)
         plan = deletion.plan_delete(conn, ids, keep_children=keep_children)
-    echo = click.echo if dry_run else (lambda text: click.echo(text, err=True))
+    echo = say if dry_run else (lambda text: say(text, err=True))
     if not obj.as_json:
         for label, group in (("segment", plan.segments), ("child", plan.children)):
             for sid in group:
@@ -123,15 +138,17 @@ def delete(obj: Ctx, sessions_: tuple[str, ...], keep_children: bool, force: boo
                      f"{'PINNED ' if r.pinned else ''}{r.title or ''}  -> {fate}")
     if plan.pinned:
         obj.note(f"warning: {len(plan.pinned)} pinned: {', '.join(plan.pinned)}")
-    payload = {"dry_run": dry_run, **plan.to_dict(), "spared": NOTHING_SPARED}
+    payload = {"dry_run": dry_run, **plan.to_dict(), "spared": _nothing_spared()}
     if dry_run:
         obj.emit("delete", {**payload, "changed": 0},
-                 f"would delete {len(plan.doomed)} sessions, {plan.messages} messages")
+                 f"would delete {count(len(plan.doomed), 'session')}, "
+                 f"{count(plan.messages, 'message')}")
         return
     plan.check(force=force)
-    obj.confirm(f"delete {len(plan.doomed)} sessions and {plan.messages} messages "
+    obj.confirm(f"delete {count(len(plan.doomed), 'session')} and "
+                f"{count(plan.messages, 'message')} "
                 "permanently?", yes=yes)
     changed = run_write(open_write(obj),
                         lambda conn: deletion.delete_as_planned(conn, ids, plan, force=force),
                         what="delete")
-    obj.emit("delete", {**payload, "changed": changed}, f"deleted {changed} sessions")
+    obj.emit("delete", {**payload, "changed": changed}, f"deleted {count(changed, 'session')}")

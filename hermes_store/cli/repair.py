@@ -7,11 +7,13 @@ from pathlib import Path
 
 import click
 
-from hermes_store.cli.app import Ctx, main, need_store, out_console
+from hermes_store.cli.app import Ctx, main, need_store
+from hermes_store.cli.render import out_console
 from hermes_store.errors import UsageError
-from hermes_store.ops import recover as salvage
-from hermes_store.ops import repair as recovery
 
+# ops.recover.DEFAULT_CHUNK, kept here so that --help never loads the salvage code;
+# tests/test_cli_help.py holds the two equal.
+RECOVER_CHUNK = 1000
 RECOVER_EXIT = {"complete": 0, "inspected": 0, "partial": 8, "nothing": 7, "damaged": 7,
                 "source_changed": 1}
 
@@ -35,13 +37,15 @@ def repair(obj: Ctx, check_only: bool, no_backup: bool, force: bool, full: bool)
       hermes-store repair --check-only
       hermes-store repair
     """
-    need_store(obj.db)
-    report = recovery.repair_store(obj.db, check_only=check_only, backup=not no_backup,
+    from hermes_store.ops import repair as recovery
+
+    need_store(obj.store)
+    report = recovery.repair_store(obj.store, check_only=check_only, backup=not no_backup,
                                    force=force, full=full)
 
     def render() -> None:
         con = out_console()
-        con.print(f"[bold]{obj.db}[/bold]")
+        con.print(f"[bold]{obj.store}[/bold]")
         for p in report.probes:
             con.print(f"{'ok  ' if p.ok else 'FAIL'} {p.name}: {p.detail}", markup=False)
         for path in report.backup:
@@ -69,7 +73,7 @@ def repair(obj: Ctx, check_only: bool, no_backup: bool, force: bool, full: bool)
 @click.option("--inspect-only", is_flag=True, help="Only read the copy and write the report.")
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the source is copied first (default: a temp dir beside --output).")
-@click.option("--chunk-size", type=click.IntRange(min=1), default=salvage.DEFAULT_CHUNK,
+@click.option("--chunk-size", type=click.IntRange(min=1), default=RECOVER_CHUNK,
               show_default=True, help="Rows read per chunk.")
 @click.option("--allow-partial", is_flag=True,
               help="Skip unreadable rows (bisected down to single rows) instead of failing.")
@@ -91,7 +95,9 @@ def recover(obj: Ctx, source: Path | None, output: Path, inspect_only: bool,
       hermes-store recover --source ~/.hermes/state.db --output /tmp/new.db --inspect-only
       hermes-store recover --source ~/.hermes/state.db --output /tmp/new.db --allow-partial
     """
-    src = source or obj.db
+    from hermes_store.ops import recover as salvage
+
+    src = source or obj.store
     report_file = report_path or Path(f"{output}.recovery.json")
     if report_file.exists():
         raise UsageError(f"{report_file} already exists; choose another --report")

@@ -10,43 +10,54 @@ confirmation never covers more than what was shown.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from hermes_store.cli.app import (
-    Ctx,
-    filter_options,
-    iso,
-    main,
-    open_read,
-    when,
-)
-from hermes_store.db.engine import open_engine, reading, run_write
+from hermes_store.cli.app import Ctx, filter_options, main, open_read
+from hermes_store.cli.render import count, iso, say, when
 from hermes_store.errors import UsageError
-from hermes_store.repo import listing, retention
-from hermes_store.repo.filters import SessionFilter
+
+if TYPE_CHECKING:
+    from hermes_store.repo import retention
+    from hermes_store.repo.filters import SessionFilter
 
 DEFAULT_RETENTION = "90d"
+_INFINITIVE = {"prune": "delete", "archive": "archive", "unarchive": "unarchive",
+               "close": "close"}
 PREVIEW_ROWS = 15
 
+# {sessions}: "1 pinned session" / "3 pinned sessions"; {match}: "matches" / "match".
 _SPARED_NOTES = {
-    "pinned": "Note: {n} pinned sessions also match and will NOT be {verb} (use --include-pinned).",
-    "archived": "Note: {n} archived sessions also match and will NOT be {verb}"
-                " (use --include-archived).",
-    "open": "Note: {n} open sessions also match but were skipped: {open_why}",
-    "busy": "Note: {n} sessions were active in the last minute and were skipped (busy).",
-    "lineage": "Note: {n} compressed ancestors match on their own but stay with their lineage, "
-               "which does not match.",
+    "pinned": "Note: {sessions} also {match} and will NOT be {verb} (use --include-pinned).",
+    "archived": "Note: {sessions} also {match} and will NOT be {verb} (use --include-archived).",
+    "open": "Note: {sessions} also {match} but {was} skipped: {open_why}",
+    "busy": "Note: {sessions} {was} active in the last minute and {was} skipped (busy).",
+    "lineage": "Note: {sessions} {match} on {its} own but stay with their lineage, which does "
+               "not match.",
 }
 
 _ARCHIVE_NOTES = {
-    "pinned": "Note: {n} pinned sessions also match and will NOT be archived (pinned sessions "
-              "are never archived; `unpin` first).",
+    "pinned": "Note: {sessions} also {match} and will NOT be archived (pinned sessions are never "
+              "archived; `unpin` first).",
     "archived": "Note: already archived: {n}.",
 }
 
-_CLOSE_NOTES = {"pinned": "Note: {n} pinned sessions also match and will NOT be closed."}
+_CLOSE_NOTES = {"pinned": "Note: {sessions} also {match} and will NOT be closed."}
+_NOUNS = {"pinned": "pinned session", "archived": "archived session", "busy": "session",
+          "lineage": "compressed ancestor"}
+
+
+def _spared_words(group: str, n: int, open_sessions: int) -> dict[str, str]:
+    one = n == 1
+    noun = _NOUNS.get(group, "open session")
+    sessions = f"{n} {noun}{'' if one else 's'}"
+    if group == "open" and open_sessions != n:
+        # The lineage is the unit: its ended segments are spared with its open one.
+        sessions = (f"{n} session{'' if one else 's'} of lineages still open "
+                    f"({open_sessions} never ended)")
+    return {"sessions": sessions, "match": "matches" if one else "match",
+            "was": "was" if one else "were", "its": "its" if one else "their"}
 
 
 def _preview(obj: Ctx, result: retention.RetentionResult, rows: list[dict[str, Any]],
@@ -56,10 +67,11 @@ def _preview(obj: Ctx, result: retention.RetentionResult, rows: list[dict[str, A
     for group, n in dataclasses.asdict(result.spared).items():
         if n:
             template = notes.get(group, _SPARED_NOTES[group])
-            obj.note(template.format(n=n, verb=verb, open_why=open_why))
+            obj.note(template.format(n=n, verb=verb, open_why=open_why,
+                                     **_spared_words(group, n, result.open_sessions)))
     if obj.as_json or obj.quiet and not result.dry_run:
         return
-    echo = click.echo if result.dry_run else (lambda text: click.echo(text, err=True))
+    echo = say if result.dry_run else (lambda text: say(text, err=True))
     echo(f"Matching: {description}")
     shown = rows if everything else rows[:PREVIEW_ROWS]
     for r in shown:
@@ -77,6 +89,9 @@ def run_verb(obj: Ctx, command: str, flt: SessionFilter, *, description: str, dr
              yes: bool, past: str, ids: list[str] | None = None, open_why: str = "",
              notes: dict[str, str] | None = None, **options: Any) -> None:
     """Preview (dry run on a read transaction), confirm, then apply to the previewed ids."""
+    from hermes_store.db.engine import open_engine, reading, run_write
+    from hermes_store.repo import retention
+
     engine = open_read(obj)
     if engine is None:
         obj.emit(command, retention.RetentionResult(command, dry_run).as_dict(),
@@ -90,18 +105,20 @@ def run_verb(obj: Ctx, command: str, flt: SessionFilter, *, description: str, dr
     payload = {**plan.as_dict(), "filter": description, "candidates": [
         {**r, "last_active": iso(r["last_active"])} for r in rows]}
     if dry_run or not plan.ids:
-        obj.emit(command, payload, f"would change {plan.matched} sessions (dry run)" if dry_run
-                 else f"nothing to do: no session is {past}")
+        obj.emit(command, payload,
+                 f"would {_INFINITIVE[command]} {count(plan.matched, 'session')} (dry run)"
+                 if dry_run else f"nothing to do: no session is {past}")
         return
-    obj.confirm(f"{command} {plan.matched} sessions ({len(rows)} lineages)?", yes=yes)
-    result = run_write(open_engine(obj.db),
+    obj.confirm(f"{_INFINITIVE[command]} {count(plan.matched, 'session')} "
+                f"({count(len(rows), 'lineage')})?", yes=yes)
+    result = run_write(open_engine(obj.store),
                        lambda conn: retention.apply_filter(conn, command, flt, ids=plan.ids,
                                                            **options),
                        what=command)
     # Restricted to the previewed ids, the real run sees none of the spared lineages.
     result.spared = plan.spared
     obj.emit(command, {**result.as_dict(), "filter": description},
-             f"{command}: {result.changed} sessions {past}")
+             f"{command}: {count(result.changed, 'session')} {past}")
 
 
 # --------------------------------------------------------------------------- prune
@@ -192,6 +209,9 @@ def _retarget(obj: Ctx, command: str, refs: tuple[str, ...], flt: SessionFilter,
               yes: bool, *, past: str, open_why: str = "", notes: dict[str, str] | None = None,
               **options: Any) -> None:
     """The shared body of the verbs that take IDs as well as filters."""
+    from hermes_store.db.engine import reading
+    from hermes_store.repo import listing
+
     chosen: list[str] | None = None
     if refs:
         engine = open_read(obj)

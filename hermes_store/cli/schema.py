@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import sqlite3
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from hermes_store.cli.app import Ctx, main, size
-from hermes_store.db import migrate
-from hermes_store.db.engine import open_engine, reading
-from hermes_store.ops import stats
-from hermes_store.ops.backup import backup_store, require_free_space
-from hermes_store.ops.holders import ensure_not_held
+from hermes_store.cli.app import Ctx, main
+from hermes_store.cli.render import size
+
+if TYPE_CHECKING:
+    from hermes_store.ops import stats
 
 
 @main.command()
@@ -33,31 +32,48 @@ def upgrade(obj: Ctx, revision: str, dry_run: bool, no_backup: bool, force: bool
       hermes-store upgrade --dry-run
       hermes-store --db /backup/state.db upgrade
     """
-    before = migrate.status(obj.db)
+    from hermes_store.db import migrate
+    from hermes_store.db.engine import checkpoint, open_engine, reading
+    from hermes_store.ops import stats
+    from hermes_store.ops.backup import backup_store, require_free_space
+    from hermes_store.ops.holders import ensure_not_held
+
+    before = migrate.status(obj.store)
     if before.state in ("ahead", "unknown"):
-        migrate.upgrade(obj.db)  # raises the explanatory SchemaMismatchError
+        migrate.upgrade(obj.store)  # raises the explanatory SchemaMismatchError
     pending = migrate.pending_revisions(before, revision)
-    base = {"path": str(obj.db), "before": before.state, "revision": before.current,
+    base = {"path": str(obj.store), "before": before.state, "revision": before.current,
             "head": before.head, "pending": pending}
     if dry_run:
         obj.emit("upgrade", {**base, "dry_run": True},
-                 f"{obj.db}: {before.describe()}; would apply {len(pending)} revision(s)"
+                 f"{obj.store}: {before.describe()}; would apply {len(pending)} revision(s)"
                  + "".join(f"\n  {r}" for r in pending))
         return
     backup_file = None
     if pending and before.state not in ("missing", "empty"):
-        ensure_not_held(obj.db, force=force, what="upgrade")
+        ensure_not_held(obj.store, force=force, what="upgrade")
         if no_backup:
-            require_free_space(obj.db.parent, obj.db.stat().st_size, "upgrade")
+            require_free_space(obj.store.parent, obj.store.stat().st_size, "upgrade")
         else:
-            backup_file = backup_store(obj.db, label="pre-upgrade")
+            backup_file = backup_store(obj.store, label="pre-upgrade")
             obj.note(f"backup: {backup_file.path} ({size(backup_file.bytes)})")
-    after = migrate.upgrade(obj.db, revision)
-    human = (f"{obj.db}: already at {after.head}" if not pending
-             else f"{obj.db}: {before.describe()} -> {after.current}")
+    after = migrate.upgrade(obj.store, revision)
+    advice: list[stats.Advice] = []
+    if pending and before.state not in ("missing", "empty"):
+        engine = open_engine(obj.store)
+        # The migration wrote through the WAL; leave a file, not a file plus a WAL its size.
+        checkpoint(engine, "TRUNCATE")
+        with reading(engine) as conn:
+            advice = stats.upkeep_advice(conn)
+    human = (f"{obj.store}: already at {after.head}" if not pending
+             else f"{obj.store}: {before.describe()} -> {after.current}")
+    human += "".join(f"\nnext: {a.message}: run `{a.command}`" for a in advice[:1])
     obj.emit("upgrade", {**base, "dry_run": False, "revision": after.current,
                          "applied": pending,
-                         "backup": str(backup_file.path) if backup_file else None}, human)
+                         "backup": str(backup_file.path) if backup_file else None,
+                         "next": [a.command for a in advice[:1]],
+                         "advice": [{"message": a.message, "command": a.command}
+                                    for a in advice]}, human)
 
 
 @main.command()
@@ -69,12 +85,16 @@ def current(obj: Ctx) -> None:
     Example:
       hermes-store current --json
     """
-    st = migrate.status(obj.db)
+    from hermes_store.db import migrate
+    from hermes_store.db.engine import open_engine, reading
+    from hermes_store.ops import stats
+
+    st = migrate.status(obj.store)
     caps: dict[str, Any] = {}
     if st.state not in ("missing", "empty"):
-        with reading(open_engine(obj.db, readonly=True)) as conn:
+        with reading(open_engine(obj.store, readonly=True)) as conn:
             caps = stats.capabilities(conn)
-    lines = [str(obj.db), f"revision: {st.current or '-'}", f"head:     {st.head}",
+    lines = [str(obj.store), f"revision: {st.current or '-'}", f"head:     {st.head}",
              f"state:    {st.describe()}", f"sqlite:   {sqlite3.sqlite_version}"]
     if caps:
         backfill = caps["backfill"] or {}
@@ -83,7 +103,7 @@ def current(obj: Ctx) -> None:
                   + (" (backfill pending)" if backfill.get("pending") else ""),
                   f"fts5:     {'yes' if caps['fts5'] else 'no'}, trigram: "
                   f"{'yes' if caps['trigram'] else 'no'}"]
-    obj.emit("current", {"path": str(obj.db), "state": st.state, "revision": st.current,
+    obj.emit("current", {"path": str(obj.store), "state": st.state, "revision": st.current,
                          "head": st.head, "pending": st.pending,
                          "legacy_version": st.legacy_version,
                          "sqlite_version": sqlite3.sqlite_version, **caps}, "\n".join(lines))
@@ -100,13 +120,56 @@ def check(obj: Ctx) -> None:
     Example:
       hermes-store --db state.db check && echo current
     """
-    st = migrate.status(obj.db)
-    drift = [repr(d) for d in migrate.check(obj.db)] if st.state != "missing" else []
+    from hermes_store.db import migrate
+
+    st = migrate.status(obj.store)
+    drift = [describe_drift(d) for d in migrate.check(obj.store)] if st.state != "missing" else []
     ok = st.at_head and not drift
     human = "ok: at head, no drift" if ok else (
         f"not current: {st.describe()}" + "".join(f"\n  drift: {d}" for d in drift))
-    obj.emit("check", {"path": str(obj.db), "state": st.state, "at_head": st.at_head,
+    obj.emit("check", {"path": str(obj.store), "state": st.state, "at_head": st.at_head,
                        "drift": drift, "ok_schema": ok}, human)
     if not ok:
         sys.exit(1)
 
+
+
+# --------------------------------------------------------------------------- drift, in words
+
+
+def _default(column: Any) -> str:
+    default = getattr(column, "server_default", None)
+    arg = getattr(default, "arg", default)
+    text = getattr(arg, "text", arg)
+    return "" if text is None else f" DEFAULT {text}"
+
+
+def _name(obj: Any) -> str:
+    """A schema object as the DDL names it: tables and indexes by name, columns with type,
+    NULL-ability and default, anything else as its string."""
+    table = getattr(obj, "table", None)
+    if hasattr(obj, "type") and table is not None:  # a column
+        null = "" if getattr(obj, "nullable", True) else " NOT NULL"
+        return f"{table.name}.{obj.name} {obj.type}{null}{_default(obj)}"
+    if hasattr(obj, "columns") and table is not None:  # an index or a constraint
+        cols = ", ".join(c.name for c in obj.columns)
+        return f"{obj.name or 'unnamed'} on {table.name} ({cols})"
+    if hasattr(obj, "columns") and hasattr(obj, "name"):  # a table
+        return str(obj.name)
+    text = getattr(obj, "text", None)
+    return str(text if text is not None else obj)
+
+
+def describe_drift(diff: Any) -> str:
+    """One difference reported by Alembic's compare, in words instead of object reprs:
+    ``add column sessions.pinned INTEGER NOT NULL DEFAULT 0`` (what the models have and the
+    store lacks), ``modify type messages.x: TEXT -> REAL``."""
+    if isinstance(diff, list):  # the modify_* changes of one column come grouped
+        return "; ".join(describe_drift(d) for d in diff)
+    kind, *rest = diff
+    verb = str(kind).replace("_", " ")
+    if kind.startswith("modify_") and len(rest) >= 6:
+        _schema, table, column, _kw, old, new = rest[:6]
+        return f"{verb} {table}.{column}: {_name(old)} -> {_name(new)}"
+    target = rest[-1] if rest else ""
+    return f"{verb} {_name(target)}"

@@ -5,26 +5,21 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from hermes_store.cli.app import (
-    Ctx,
-    filter_options,
-    main,
-    open_read,
-    require_head,
-    size,
-)
-from hermes_store.db import migrate
-from hermes_store.db.engine import open_engine, reading
-from hermes_store.errors import UsageError
-from hermes_store.repo import listing
-from hermes_store.repo.filters import SessionFilter, parse_time
-from hermes_store.transfer import export as exporters
-from hermes_store.transfer import load
-from hermes_store.transfer import parse as importers
+from hermes_store.cli.app import Ctx, filter_options, main, open_read, require_head
+from hermes_store.cli.render import count, say, size
+from hermes_store.errors import InputNotFoundError, UsageError
+
+if TYPE_CHECKING:
+    from hermes_store.repo.filters import SessionFilter
+    from hermes_store.transfer import load
+
+# transfer.export.FORMATS, kept here so that --help never loads the exporter; tests/
+# test_cli_help.py holds the two equal.
+EXPORT_FORMATS = ("jsonl", "md", "qmd", "html", "trace")
 
 DISCOVERABLE = ("claude", "codex")
 
@@ -34,7 +29,7 @@ DISCOVERABLE = ("claude", "codex")
 
 @main.command("export")
 @click.argument("output", required=False)
-@click.option("--format", "fmt", type=click.Choice(exporters.FORMATS), default="jsonl",
+@click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS), default="jsonl",
               show_default=True, help="jsonl (backup, round-trips), md/qmd, html or trace.")
 @click.option("--session-id", "session_ids", multiple=True,
               help="A session (id or unique prefix); repeatable.")
@@ -69,6 +64,10 @@ def export_cmd(obj: Ctx, output: str | None, fmt: str, session_ids: tuple[str, .
       hermes-store export - --session-id 20260915_0749 --format trace
       hermes-store export notes/ --format md --source cli --newer-than 30d
     """
+    from hermes_store.db.engine import reading
+    from hermes_store.repo import listing, sessions
+    from hermes_store.transfer import export as exporters
+
     options = exporters.ExportOptions(format=fmt, only=only, redact=redact,
                                       lineage=lineage_mode, force=force,
                                       reasoning=not no_reasoning, attachments=not no_attachments)
@@ -98,6 +97,7 @@ def export_cmd(obj: Ctx, output: str | None, fmt: str, session_ids: tuple[str, .
             ids = [recent] if recent is not None else []
         else:
             ids = None
+        total = len(ids) if ids is not None else sessions.session_count(conn)
         if dry_run:
             plan = exporters.plan_export(conn, ids)
     if dry_run:
@@ -107,7 +107,6 @@ def export_cmd(obj: Ctx, output: str | None, fmt: str, session_ids: tuple[str, .
         obj.emit("export", {"sessions": 0, "messages": 0, "files": [], "dry_run": False},
                  "no sessions match; nothing written")
         return
-    total = len(ids) if ids is not None else 0
     with obj.progress() as update:
         result = exporters.export_sessions(
             engine, output, ids, options,
@@ -121,7 +120,8 @@ def export_cmd(obj: Ctx, output: str | None, fmt: str, session_ids: tuple[str, .
                "messages": result.messages, "files": result.files, "redacted": result.redacted,
                "redaction_counts": result.redaction_counts, "manifest": result.manifest,
                "notes": result.notes}
-    summary = (f"exported {result.sessions:,} sessions, {result.messages:,} messages "
+    summary = (f"exported {count(result.sessions, 'session')}, "
+               f"{count(result.messages, 'message')} "
                f"({fmt}) to {', '.join(result.files[:3]) or '-'}"
                + (f" and {len(result.files) - 3} more files" if len(result.files) > 3 else ""))
     if output == "-" and not obj.as_json:
@@ -135,18 +135,52 @@ def _emit_plan(obj: Ctx, fmt: str, plan: list[dict[str, Any]]) -> None:
 
     def render() -> None:
         for p in plan:
-            click.echo(f"{p['id']}  {p['messages']:>6,} msgs  {p['source'] or '?':<10} "
+            say(f"{p['id']}  {p['messages']:>6,} msgs  {p['source'] or '?':<10} "
                        f"{p['title'] or ''}")
-        click.echo(f"would export {len(plan):,} sessions, {messages:,} messages ({fmt})")
+        say(f"would export {count(len(plan), 'session')}, {count(messages, 'message')} "
+            f"({fmt})")
 
     obj.emit("export", {"dry_run": True, "format": fmt, "sessions": len(plan),
                         "messages": messages, "plan": plan}, render)
+
+
+@main.command()
+@click.argument("target", metavar="MANIFEST", type=click.Path(path_type=Path))
+@click.pass_obj
+def verify(obj: Ctx, target: Path) -> None:
+    """Check a Markdown export against its manifest: every listed file present, unchanged.
+
+    MANIFEST is a manifest.jsonl or the export directory holding one. Each record's sha256
+    is the file's checksum (what sha256sum prints). Exit 0 when every file matches, 1 when
+    one is missing or changed, 3 when there is no manifest. Never opens the store.
+
+    \b
+    Example:
+      hermes-store export notes/ --format md --all
+      hermes-store verify notes/
+    """
+    from hermes_store.transfer import manifest
+
+    checks = manifest.verify(target)
+    bad = [c for c in checks if c.status != "ok"]
+
+    def render() -> None:
+        for c in checks:
+            say(f"{c.status:<8} {c.path}")
+        say(f"{len(checks) - len(bad)} of {len(checks)} files match the manifest")
+
+    obj.emit("verify", {"path": str(target), "verified": not bad, "problems": len(bad),
+                        "files": manifest.as_dicts(checks)}, render)
+    if bad:
+        sys.exit(1)
 
 
 # --------------------------------------------------------------------------- import
 
 
 def _discover(kind: str | None, since: float | None, with_subagents: bool) -> list[Path]:
+    from hermes_store.transfer import parse as importers
+
     if kind == "jsonl":
         raise UsageError("jsonl files have no default location: give PATH")
     found: list[Path] = []
@@ -160,11 +194,11 @@ def _discover(kind: str | None, since: float | None, with_subagents: bool) -> li
 def _pick(obj: Ctx, files: list[Path]) -> list[Path]:
     """A numbered list and a prompt ("all", or numbers like 1,3-5) on a TTY."""
     for n, path in enumerate(files, 1):
-        click.echo(f"{n:>4}  {path}", err=True)
+        say(f"{n:>4}  {path}", err=True)
     answer = click.prompt("import which files? (all, 1,3-5, or empty to cancel)", default="",
                           show_default=False, err=True).strip().lower()
     if not answer:
-        click.echo("Nothing changed.", err=True)
+        say("Nothing changed.", err=True)
         sys.exit(1)
     if answer == "all":
         return files
@@ -179,25 +213,50 @@ def _pick(obj: Ctx, files: list[Path]) -> list[Path]:
     return list(dict.fromkeys(chosen))
 
 
-def _import_engine(obj: Ctx) -> Any:
-    """The target store; a missing or empty one is created at head (nothing to migrate)."""
-    st = migrate.status(obj.db)
+def _check_inputs(files: list[Path]) -> None:
+    """Every named file exists and is a file, before anything is opened or created."""
+    for path in files:
+        if path.is_dir():
+            raise UsageError(f"{path} is a directory: give the log files in it ({path}/*.jsonl)"
+                             ", or import discovered logs with --from claude|codex --all")
+        if not path.exists():
+            raise InputNotFoundError(f"no such file: {path}")
+
+
+def _import_engine(obj: Ctx) -> tuple[Any, bool]:
+    """The target store, and whether this command created it: a missing or empty one is
+    created at head (nothing to migrate)."""
+    from hermes_store.db import migrate
+    from hermes_store.db.engine import open_engine
+
+    st = migrate.status(obj.store)
+    created = st.state == "missing"
     if st.state in ("missing", "empty"):
-        migrate.upgrade(obj.db)
-        obj.note(f"created {obj.db}")
+        migrate.upgrade(obj.store)
     else:
         require_head(obj, st)
-    return open_engine(obj.db)
+    return open_engine(obj.store), created
+
+
+def _discard_new_store(path: Path) -> None:
+    """Remove a store this command created when nothing was written into it (a dry run,
+    files that could not be read): importing nothing leaves nothing behind."""
+    from hermes_store.db.engine import forget
+
+    forget(path)
+    for file in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        file.unlink(missing_ok=True)
 
 
 def _summary_line(f: load.FileImportSummary) -> str:
-    parts = [f"{f.status}", f"{f.sessions_imported} sessions", f"{f.messages_imported} messages"]
+    parts = [f"{f.status}", count(f.sessions_imported, "session"),
+             count(f.messages_imported, "message")]
     if f.sessions_skipped:
         parts.append(f"{f.sessions_skipped} skipped")
     if f.malformed_lines:
-        parts.append(f"{f.malformed_lines} malformed lines")
+        parts.append(count(f.malformed_lines, "malformed line"))
     if f.dropped_wrappers:
-        parts.append(f"{f.dropped_wrappers} injected wrappers dropped")
+        parts.append(f"{count(f.dropped_wrappers, 'injected wrapper')} dropped")
     if f.error:
         parts.append(f"error: {f.error}")
     return f"{f.path} ({f.format or '?'}): " + ", ".join(parts)
@@ -228,6 +287,9 @@ def import_cmd(obj: Ctx, paths: tuple[Path, ...], kind: str | None, import_all: 
       hermes-store import backup.jsonl
       hermes-store import --from claude --all --since 30d
     """
+    from hermes_store.repo.filters import parse_time
+    from hermes_store.transfer import load
+
     files = list(paths)
     if not files:
         cutoff = parse_time(since, flag="--since") if since else None
@@ -242,15 +304,20 @@ def import_cmd(obj: Ctx, paths: tuple[Path, ...], kind: str | None, import_all: 
             files = _pick(obj, found)
         else:
             for path in found:
-                click.echo(str(path), err=True)
+                say(str(path), err=True)
             raise UsageError(f"found {len(found)} files: give PATH or --all to import them")
-    engine = _import_engine(obj)
+    _check_inputs(files)
+    engine, created = _import_engine(obj)
 
     def done(_path: str, summary: load.FileImportSummary) -> None:
         obj.note(_summary_line(summary))
 
     result = load.import_paths(engine, files, kind=kind, replace=replace, dry_run=dry_run,
-                                    progress=done)
+                               progress=done)
+    if created and (dry_run or not result.sessions_imported):
+        _discard_new_store(obj.store)
+    elif created:
+        obj.note(f"created {obj.store}")
     payload = {"dry_run": dry_run, "sessions_imported": result.sessions_imported,
                "sessions_skipped": result.sessions_skipped,
                "messages_imported": result.messages_imported,
@@ -262,10 +329,11 @@ def import_cmd(obj: Ctx, paths: tuple[Path, ...], kind: str | None, import_all: 
                                 f.path for f in result.failed]}
     verb = "would import" if dry_run else "imported"
     obj.emit("import", payload,
-             f"{verb} {result.sessions_imported:,} sessions, {result.messages_imported:,} "
-             f"messages from {len(result.files)} files ({len(result.failed)} failed, "
-             f"{result.malformed_lines} malformed lines skipped); store {obj.db} "
-             f"({size(obj.db.stat().st_size) if obj.db.exists() else '?'})",
+             f"{verb} {count(result.sessions_imported, 'session')}, "
+             f"{count(result.messages_imported, 'message')} from "
+             f"{count(len(result.files), 'file')} ({len(result.failed)} failed, "
+             f"{count(result.malformed_lines, 'malformed line')} skipped); store {obj.store} "
+             f"({size(obj.store.stat().st_size) if obj.store.exists() else 'not created'})",
              ok=not result.failed)
     if result.exit_code:
         sys.exit(result.exit_code)

@@ -42,6 +42,7 @@ from hermes_store.db import postgres
 from hermes_store.errors import (
     BackendNotSupportedError,
     HermesStoreError,
+    SchemaMismatchError,
     SearchIndexMissingError,
     StoreBusyError,
     StoreDamagedError,
@@ -49,7 +50,7 @@ from hermes_store.errors import (
     StoreNotFoundError,
     StoreReplacedError,
 )
-from hermes_store.paths import StoreLocation, resolve_location
+from hermes_store.paths import StoreLocation, require_parent, resolve_location
 
 log = logging.getLogger(__name__)
 
@@ -124,11 +125,12 @@ def is_full_error(err: BaseException) -> bool:
     )
 
 
-def unwrap(err: BaseException) -> BaseException:
+def unwrap(err: BaseException, path: str | None = None) -> BaseException:
     """Translate a driver error into what our callers are promised.
 
     SQLAlchemy wraps sqlite3 errors; v11 callers catch the ``sqlite3`` classes, so we hand
-    those back, and turn a few conditions into our own (still ``sqlite3``-derived) types.
+    those back, and turn a few conditions into our own (still ``sqlite3``-derived) types,
+    naming the store's ``path`` in the advice when it is known.
     """
     inner = _sqlite_error(err)
     if isinstance(inner, HermesStoreError):
@@ -144,10 +146,17 @@ def unwrap(err: BaseException) -> BaseException:
     if isinstance(inner, sqlite3.DatabaseError) and (
         "file is not a database" in text or "malformed" in text
     ):
+        store = f"the store {path}" if path else "the store"
         return StoreDamagedError(
-            f"{inner}: the store is damaged; run `hermes-store repair --check-only`, "
-            "then `hermes-store recover --source PATH --output NEW`"
+            f"{inner}: {store} is damaged; run `hermes-store repair --check-only` on it, then "
+            f"`hermes-store recover --source {path or 'PATH'} --output NEW.db`"
         )
+    if isinstance(inner, sqlite3.OperationalError) and text.startswith("no such column"):
+        # The code reads a column the file lacks: a store not yet upgraded (legacy or behind).
+        return SchemaMismatchError(
+            f"{inner}: the store{f' at {path}' if path else ''} lacks columns this code reads; "
+            "if it was not upgraded, run `hermes-store upgrade` (`hermes-store current` says "
+            "where it stands)")
     return inner
 
 
@@ -156,6 +165,7 @@ def unwrap(err: BaseException) -> BaseException:
 
 def _ensure_file(path: Path) -> None:
     """Create the database file 0600 before SQLite does, so its sidecars inherit the mode."""
+    require_parent(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
@@ -220,7 +230,7 @@ def _connect_factory(path: str, readonly: bool) -> Callable[[], sqlite3.Connecti
                 _set_wal(dbapi, path)
         except sqlite3.DatabaseError as err:
             dbapi.close()
-            raise unwrap(err) from err
+            raise unwrap(err, path) from err
         return dbapi
 
     return connect
@@ -327,7 +337,9 @@ def _connect(engine: Engine) -> Connection:
 
 
 def _translate(engine: Engine, err: BaseException) -> BaseException:
-    return postgres.unwrap(err, engine_location(engine)) if is_server(engine) else unwrap(err)
+    if is_server(engine):
+        return postgres.unwrap(err, engine_location(engine))
+    return unwrap(err, engine_path(engine))
 
 
 def forget(path: str | os.PathLike[str]) -> None:
@@ -502,7 +514,7 @@ def reading(engine: Engine) -> Iterator[Connection]:
     except sqlite3.Error as err:
         # Statements run on the driver connection under ``conn`` (hot read paths) raise the
         # raw class: damage must name its remedy whichever way the statement went.
-        translated = unwrap(err)
+        translated = unwrap(err, engine_path(engine))
         if translated is err:
             raise
         raise translated from err

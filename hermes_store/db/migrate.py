@@ -27,7 +27,6 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from alembic import command
@@ -44,6 +43,7 @@ from hermes_store.db.engine import (
     reading,
     run_write,
 )
+from hermes_store.db.revisions import script_location
 from hermes_store.errors import SchemaMismatchError, StoreNotFoundError
 from hermes_store.paths import StoreLocation, resolve_location
 
@@ -81,15 +81,6 @@ _ALEMBIC_LOCK = threading.Lock()
 # dropped by autogenerate, whichever way they are reflected.
 DERIVED_NAME_PREFIXES = ("messages_fts", "messages_cjk", "fts_", "search_",
                          "idx_messages_search", "idx_messages_fts", "idx_messages_trgm")
-
-
-def script_location() -> str:
-    """The migrations folder: inside the installed package, else the repository's."""
-    package = Path(__file__).resolve().parent.parent
-    for candidate in (package / "migrations", package.parent / "migrations"):
-        if (candidate / "env.py").is_file():
-            return str(candidate)
-    raise RuntimeError("hermes_store's migrations folder is missing from this installation")
 
 
 def make_config(db: str | os.PathLike[str] | StoreLocation | None = None, *,

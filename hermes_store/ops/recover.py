@@ -47,7 +47,7 @@ from hermes_store.db.engine import (
     run_write,
 )
 from hermes_store.db.models import Base
-from hermes_store.errors import StoreNotFoundError, UsageError
+from hermes_store.errors import OutputError, StoreNotFoundError, UsageError
 from hermes_store.ops import storage
 from hermes_store.ops.backup import copy_with_sidecars, require_free_space, store_bytes
 from hermes_store.ops.holders import SIDECAR_SUFFIXES, ensure_not_held
@@ -257,8 +257,8 @@ class _Copier:
         verb = "INSERT OR IGNORE" if table == "state_meta" else "INSERT"
         insert = (f"{verb} INTO {_q(table)} ({', '.join(map(_q, cols))}) "
                   f"VALUES ({', '.join('?' for _ in cols)})")
-        lo, hi = self.src.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {_q(table)}").fetchone()
-        if lo is None:
+        lo, hi = self._bounds(table)
+        if lo is None or hi is None:
             return
         try:  # a full count may cross damaged pages; it only sizes the progress bar
             total = int(self.src.execute(f"SELECT COUNT(*) FROM {_q(table)}").fetchone()[0])
@@ -278,6 +278,32 @@ class _Copier:
             self.report.errors += [f"{table} row {e}" for e in errors]
             if self.progress:
                 self.progress(table, result.read, total)
+
+    def _bounds(self, table: str) -> tuple[int | None, int | None]:
+        """The first and last rowid. A truncated or damaged file may answer MIN but not MAX
+        (the rightmost pages are gone): with ``allow_partial`` the last rowid comes from
+        ``sqlite_sequence``, else from a forward scan up to the first unreadable page."""
+        try:
+            return self.src.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {_q(table)}").fetchone()
+        except sqlite3.DatabaseError:
+            if not self.allow_partial:
+                raise
+        lo = hi = None
+        try:
+            for (rowid,) in self.src.execute(f"SELECT rowid FROM {_q(table)} ORDER BY rowid"):
+                lo = rowid if lo is None else lo
+                hi = rowid
+        except sqlite3.DatabaseError as err:
+            self.report.errors.append(f"{table}: read in rowid order up to {hi} ({err})")
+        try:
+            seq = self.src.execute("SELECT seq FROM sqlite_sequence WHERE name = ?",
+                                   (table,)).fetchone()
+        except sqlite3.DatabaseError:
+            seq = None
+        if seq is not None and isinstance(seq[0], int):
+            hi = max(hi or seq[0], seq[0])
+            lo = 1 if lo is None else lo
+        return lo, hi
 
     def _shape(self, table: str, row: tuple[Any, ...], idx: dict[str, int]) -> tuple[Any, ...] | None:
         if table == "sessions" and "parent_session_id" in idx:
@@ -369,10 +395,13 @@ def recover_store(source: str | os.PathLike[str], output: str | os.PathLike[str]
                             started_at=datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"))
     report.fingerprint_before = fingerprints(src_path)
     own_work = work_dir is None
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="hermes-recover-", dir=out_path.parent)) if own_work \
-        else Path(work_dir).expanduser()
-    work.mkdir(parents=True, exist_ok=True)
+    try:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix="hermes-recover-", dir=out_path.parent)) \
+            if own_work else Path(work_dir).expanduser()
+        work.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OutputError.writing(out_path if own_work else work_dir, err) from err
     # Built under a scratch name and renamed only when finished: a killed run must never leave
     # a partial store where the result goes.
     building = out_path.with_name(f".{out_path.name}.partial")
@@ -422,10 +451,9 @@ def _salvage(copy: Path, out_path: Path, report: RecoveryReport, chunk: int, all
         try:
             tables = _tables(src)
         except sqlite3.DatabaseError as err:
-            report.status = "nothing"
-            report.errors.append(f"the schema cannot be read ({err}); nothing can be salvaged "
-                                 "from this file: restore a JSONL export or a backup")
-            return
+            tables = _damaged_schema(src, report, err, allow_partial or inspect_only)
+            if tables is None:
+                return
         if inspect_only:
             _inspect(src, report)
             report.status = "inspected"
@@ -471,6 +499,30 @@ def _salvage(copy: Path, out_path: Path, report: RecoveryReport, chunk: int, all
         report.status = "nothing" if written == 0 and lost else ("partial" if lost else "complete")
     finally:
         src.close()
+
+
+def _damaged_schema(src: sqlite3.Connection, report: RecoveryReport, err: Exception,
+                    allowed: bool) -> dict[str, str] | None:
+    """The tables of a file whose schema does not parse (a truncated copy loses the pages
+    that later DDL added to ``sqlite_master``). ``writable_schema`` makes SQLite skip the
+    entries it cannot read, so the tables whose own entries survive stay reachable; only on
+    the scratch copy, and nothing is ever written to it."""
+    try:
+        src.execute("PRAGMA writable_schema = ON")
+        tables = _tables(src)
+    except sqlite3.DatabaseError as again:
+        report.status = "nothing"
+        report.errors.append(f"the schema cannot be read ({again}); nothing can be salvaged "
+                             "from this file: restore a JSONL export or a backup")
+        return None
+    if not allowed:
+        report.status = "damaged"
+        report.errors.append(f"the schema is damaged ({err}); rerun with --allow-partial to "
+                             "salvage the tables whose pages are still readable")
+        return None
+    report.errors.append(f"the schema is damaged ({err}); entries that could not be read "
+                         "were skipped")
+    return tables
 
 
 def write_report(report: RecoveryReport, path: Path) -> None:

@@ -304,23 +304,46 @@ def collect(conn: Connection, path: Path) -> StoreStats:
     return stats
 
 
+OPTIMIZE_STORAGE = "hermes-store optimize-storage"
+COMPACT = "hermes-store compact"
+
+
+def _upkeep(layout: dict[str, Any], freelist_count: int, freelist_ratio: float,
+            fts_share: float | None = None) -> list[Advice]:
+    """The file-level upkeep worth running: one command, never both. optimize-storage also
+    vacuums and truncates the WAL, so while it is due, compact is not advised."""
+    reasons: list[str] = []
+    backfill = layout.get("backfill") or {}
+    if backfill.get("pending"):
+        reasons.append("a search-index backfill is incomplete (search may miss older rows)")
+    retired = any(t.endswith("_old") for t in layout.get("fts_tables") or ())
+    if retired:
+        reasons.append("the old inline search index still fills the file")
+    current = str(layout.get("version") or "").startswith("compact") and not retired
+    if fts_share is not None and fts_share >= FTS_SHARE_ADVICE and not current:
+        reasons.append(f"FTS is {fts_share:.0%} of the file")
+    if reasons:
+        return [Advice("; ".join(reasons), OPTIMIZE_STORAGE)]
+    if freelist_count >= FREELIST_MIN_PAGES and freelist_ratio >= FREELIST_ADVICE:
+        return [Advice(f"freelist {freelist_ratio:.0%} of the file is unused pages", COMPACT)]
+    return []
+
+
+def upkeep_advice(conn: Connection) -> list[Advice]:
+    """:func:`advise`'s file-level upkeep from what is cheap to read (no ``dbstat`` scan):
+    what ``upgrade`` prints as the one thing to run next."""
+    page_count = int(conn.exec_driver_sql("PRAGMA page_count").scalar() or 0)
+    freelist = int(conn.exec_driver_sql("PRAGMA freelist_count").scalar() or 0)
+    return _upkeep(layout_info(conn), freelist, freelist / page_count if page_count else 0.0)
+
+
 def advise(st: StoreStats) -> list[Advice]:
     """Findings worth acting on, each naming the command that acts on it."""
-    out: list[Advice] = []
-    share = st.space.fts_share
-    if share is not None and share >= FTS_SHARE_ADVICE:
-        out.append(Advice(f"FTS is {share:.0%} of the file", "hermes-store optimize-storage"))
-    backfill = st.layout.get("backfill") or {}
-    if backfill.get("pending"):
-        out.append(Advice("a search-index backfill is incomplete (search may miss older rows)",
-                          "hermes-store optimize-storage"))
-    if st.freelist_count >= FREELIST_MIN_PAGES and st.freelist_ratio >= FREELIST_ADVICE:
-        out.append(Advice(f"freelist {st.freelist_ratio:.0%} of the file is unused pages",
-                          "hermes-store compact"))
-    if st.wal.state == "pending" and st.wal.pending_frames >= WAL_PENDING_ADVICE_FRAMES:
+    out = _upkeep(st.layout, st.freelist_count, st.freelist_ratio, st.space.fts_share)
+    if (st.wal.state == "pending" and st.wal.pending_frames >= WAL_PENDING_ADVICE_FRAMES
+            and not out):
         out.append(Advice(f"the WAL holds {st.wal.pending_frames} frames not yet checkpointed "
-                          "(a long-running reader may be blocking checkpoints)",
-                          "hermes-store compact"))
+                          "(a long-running reader may be blocking checkpoints)", COMPACT))
     total, open_ = st.sessions["total"], st.sessions["open"]
     if total and open_ / total >= OPEN_ADVICE_RATIO and open_ > 1:
         out.append(Advice(f"{open_} of {total} sessions never ended; prune skips them",
@@ -441,7 +464,8 @@ def diagnose(conn: Connection, path: Path, *, full: bool = False,
             "sqlite_version", "warn",
             f"SQLite {version} has the WAL-reset bug (fixed in 3.51.3; backports 3.50.7, "
             "3.44.6): never run the sqlite3 shell (.recover, .backup) on the live store",
-            "hermes-store recover works on a copy; prefer a Python built with SQLite >= 3.51.3"))
+            "prefer a Python built with SQLite >= 3.51.3; to salvage, hermes-store recover "
+            "(it reads a copy)"))
     else:
         findings.append(Finding("sqlite_version", "ok", f"SQLite {version}"))
     held = holders or []

@@ -249,7 +249,8 @@ def resolve_ref(conn: Executor, ref: str) -> str:
     if exists(conn, ref):
         return ref
     if len(ref) < MIN_PREFIX:
-        raise SessionNotFoundError(ref)
+        raise SessionNotFoundError(ref, f"no session is called {ref!r}, and a prefix needs at "
+                                        f"least {MIN_PREFIX} characters")
     found = ids_with_prefix(conn, ref, limit=MAX_CANDIDATES + 1)
     if not found:
         raise SessionNotFoundError(ref)

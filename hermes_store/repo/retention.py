@@ -70,11 +70,13 @@ class RetentionResult:
     spared: Spared = field(default_factory=Spared)
     candidates: list[Candidate] = field(default_factory=list)
     unarchived: list[str] = field(default_factory=list)
+    open_sessions: int = 0  # of the segments spared as open, those that never ended
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON shape of mutating CLI commands (docs/cli.md#json-output)."""
         return {"dry_run": self.dry_run, "matched": self.matched, "changed": self.changed,
-                "ids": list(self.ids), "spared": asdict(self.spared)}
+                "ids": list(self.ids), "spared": asdict(self.spared),
+                "open_sessions": self.open_sessions}
 
 
 # --------------------------------------------------------------------------- lineages
@@ -178,23 +180,37 @@ def _select(conn: Executor, *, where: ColumnElement[bool] | None, ids: Iterable[
     return _Selection(chosen, rest), wanted
 
 
-def _would_match_alone(seg: Segment, wanted: set[str] | None, older_than: float | None) -> bool:
+def _would_match_alone(seg: Segment, wanted: set[str] | None, ids: set[str] | None,
+                       older_than: float | None) -> bool:
     if wanted is not None and seg.id not in wanted:
+        return False
+    if ids is not None and seg.id not in ids:
         return False
     return older_than is None or (seg.last_active is not None and seg.last_active < older_than)
 
 
 def _count_lineage_spared(units: Iterable[Lineage], wanted: set[str] | None,
-                          older_than: float | None, *, ended_only: bool) -> int:
-    """Segments that would qualify on their own but whose lineage did not."""
+                          older_than: float | None, *, ended_only: bool,
+                          ids: Iterable[str] | None = None) -> int:
+    """Segments that would qualify on their own (by the filter, among the ``ids`` asked
+    for) but whose lineage did not."""
+    id_set = set(ids) if ids is not None else None
     count = 0
     for unit in units:
         for seg in unit.segments[:-1]:
             if ended_only and seg.ended_at is None:
                 continue
-            if _would_match_alone(seg, wanted, older_than):
+            if _would_match_alone(seg, wanted, id_set, older_than):
                 count += 1
     return count
+
+
+def _spare_open(result: RetentionResult, unit: Lineage) -> None:
+    """An open lineage is spared whole (``spared.open`` counts its segments, like every spared
+    group); ``open_sessions`` counts the segments that never ended, as ``stats`` counts open
+    sessions."""
+    result.spared.open += len(unit.segments)
+    result.open_sessions += sum(1 for s in unit.segments if s.ended_at is None)
 
 
 def _finish(result: RetentionResult, units: list[Lineage]) -> RetentionResult:
@@ -257,7 +273,7 @@ def prune(conn: Executor, *, older_than: float | None = None, newer_than: float 
         n = len(unit.segments)
         last = unit.last_active
         if unit.open:
-            result.spared.open += n
+            _spare_open(result, unit)
         elif unit.pinned and not include_pinned:
             result.spared.pinned += n
         elif unit.archived and not include_archived:
@@ -267,7 +283,7 @@ def prune(conn: Executor, *, older_than: float | None = None, newer_than: float 
         else:
             doomed.append(unit)
     result.spared.lineage = _count_lineage_spared(selection.rest, wanted, older_than,
-                                                  ended_only=True)
+                                                  ended_only=True, ids=ids)
     _finish(result, doomed)
     if not dry_run and result.ids:
         result.changed = delete_sessions(conn, result.ids)
@@ -302,13 +318,13 @@ def archive(conn: Executor, *, older_than: float | None = None,
         if unit.pinned:
             result.spared.pinned += n
         elif unit.open and not include_open:
-            result.spared.open += n
+            _spare_open(result, unit)
         elif all(s.archived for s in unit.segments):
             result.spared.archived += n
         else:
             chosen.append(unit)
     result.spared.lineage = _count_lineage_spared(selection.rest, wanted, older_than,
-                                                  ended_only=not include_open)
+                                                  ended_only=not include_open, ids=ids)
     _finish(result, chosen)
     if not dry_run and result.ids:
         result.changed = _set_archived(conn, result.ids, 1)

@@ -33,6 +33,7 @@ from hermes_store.transfer.output import (
     slug,
     tick,
 )
+from hermes_store.transfer.manifest import Manifest
 from hermes_store.transfer.reader import StoreReader
 
 __all__ = ["verify_markdown", "write_html", "write_markdown"]
@@ -75,16 +76,20 @@ class _HashingWriter:
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.digest = hashlib.sha256()
+        self.file_digest = hashlib.sha256()  # the bytes as written: the manifest's checksum
 
     def write(self, text: str) -> None:
         self.out.write(text)
         self.digest.update(text.encode("utf-8"))
+        self.file_digest.update(text.encode("utf-8"))
 
     def finish(self) -> str:
         """Write the hash line last: hashed as ``pending``, written with the real value."""
         self.digest.update(f"{HASH_LINE_PREFIX}pending`\n".encode())
         value = self.digest.hexdigest()
-        self.out.write(f"{HASH_LINE_PREFIX}{value}`\n")
+        line = f"{HASH_LINE_PREFIX}{value}`\n"
+        self.out.write(line)
+        self.file_digest.update(line.encode("utf-8"))
         return value
 
 
@@ -136,26 +141,26 @@ def write_markdown(reader: StoreReader, ids: Sequence[str], output: str | os.Pat
         if target.exists() and not options.force:
             raise OutputExistsError(str(target))
         plans.append((group, lineage, meta, target))
-    manifest = directory / "manifest.jsonl"
+    manifest = Manifest(directory) if plans else None
     for group, lineage, meta, target in plans:
         with open_output(target, force=options.force) as out, reader.scope():
             writer = _HashingWriter(out)
             exported, stored = _write_markdown_body(reader, group, lineage, meta, writer, options,
                                                     scrub)
-            digest = writer.finish()
+            writer.finish()
         result.files.append(str(target))
         result.messages += exported
         result.sessions += len(group)
         record = {"session_id": group[-1], "lineage_session_ids": lineage, "path": target.name,
-                  "format": ext, "message_count": exported, "sha256": digest,
-                  "exported_at": options.exported_at}
-        with open(manifest, "a", encoding="utf-8") as f:
-            f.write(dumps(record) + "\n")
+                  "format": ext, "message_count": exported,
+                  "sha256": writer.file_digest.hexdigest(), "exported_at": options.exported_at}
+        assert manifest is not None
+        manifest.record(target.name, dumps(record))
         if stored != exported:
             result.notes.append(f"{group[-1]}: exported {exported} messages, store has {stored}")
         tick(progress, group[-1], result.sessions)
-    if plans:
-        result.manifest = str(manifest)
+    if manifest is not None:
+        result.manifest = str(manifest.path)
 
 
 def _front_matter(meta: dict[str, Any], group: list[str], stored: int, newest: Any,

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from hermes_store.errors import OutputExistsError, UsageError
+from hermes_store.errors import HermesStoreError, UsageError
 from hermes_store.paths import default_db_path
 from hermes_store.transfer.redact import Redactor
+from hermes_store.transfer.targets import cannot_write, open_in_place, plan_target
 from hermes_store.version import __version__
 
 __all__ = [
@@ -138,28 +139,45 @@ class Scrub:
 def open_output(path: Path | None, *, force: bool = False) -> Iterator[TextIO]:
     """Write to *path* through a temporary sibling renamed into place on success; None = stdout.
 
-    An existing *path* is refused unless *force*. On any error the temporary file is removed and
-    *path* is left as it was.
+    An existing *path* is refused unless *force*; a special file (FIFO, device, socket) is
+    written in place instead of replaced (:mod:`hermes_store.transfer.targets`). On any error
+    the temporary file is removed and *path* is left as it was; a failed write is an
+    OutputError naming *path*.
     """
     if path is None:
-        yield sys.stdout
-        sys.stdout.flush()
+        try:
+            yield sys.stdout
+            sys.stdout.flush()
+        except OSError as err:
+            raise cannot_write("to standard output", err) from err
         return
-    if path.exists() and not force:
-        raise OutputExistsError(str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path, in_place = plan_target(path, force=force)
+    if in_place:
+        with open_in_place(path) as f:
+            try:
+                yield f
+                f.flush()
+            except OSError as err:
+                raise cannot_write(path, err) from err
+        return
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    f = open(tmp, "w", encoding="utf-8", newline="\n")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(tmp, "w", encoding="utf-8", newline="\n")
+    except OSError as err:
+        raise cannot_write(path, err) from err
     try:
         yield f
         f.flush()
         os.fsync(f.fileno())
         f.close()
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         f.close()
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if isinstance(err, OSError) and not isinstance(err, HermesStoreError):
+            raise cannot_write(path, err) from err
         raise
 
 

@@ -41,6 +41,7 @@ class _State:
     ai_title: str | None = None
     version: str | None = None
     skipped: dict[str, int] = field(default_factory=dict)
+    session_ids: list[str] = field(default_factory=list)  # in order, once each
 
     def skip(self, why: str) -> None:
         self.skipped[why] = self.skipped.get(why, 0) + 1
@@ -48,7 +49,8 @@ class _State:
 
 def parse_claude_file(path: str | os.PathLike[str], *,
                       max_line_bytes: int = MAX_LINE_BYTES) -> ImportedSession:
-    """Parse one Claude Code log; the foreign id is the file-stem UUID, so moving it is harmless."""
+    """Parse one Claude Code log. The foreign id is the session's own id, so moving or
+    renaming the file never makes a second session (:func:`_foreign_id`)."""
     b = SessionBuilder(SOURCE_CLAUDE, path)
     st = _State()
     for lineno, obj in iter_json_lines(path, b.stats, max_line_bytes):
@@ -56,7 +58,16 @@ def parse_claude_file(path: str | os.PathLike[str], *,
     _settle_usage(b.session, st)
     b.extra_provenance.update(source_version=st.version, skipped_lines=dict(st.skipped))
     title = st.custom_title or st.summary or st.ai_title
-    return b.finish(foreign_id=Path(path).stem, title=title)
+    return b.finish(foreign_id=_foreign_id(Path(path).stem, st.session_ids), title=title)
+
+
+def _foreign_id(stem: str, session_ids: list[str]) -> str:
+    """The file-stem UUID when the lines carry it (the file as Claude Code named it), else
+    the last ``sessionId`` the session's own lines carry (the file was renamed or copied);
+    the stem for a file without one (a subagent log, whose lines carry its parent's)."""
+    if stem in session_ids or not session_ids:
+        return stem
+    return session_ids[-1]
 
 
 def _line(b: SessionBuilder, st: _State, lineno: int, obj: dict[str, Any]) -> None:
@@ -70,6 +81,9 @@ def _line(b: SessionBuilder, st: _State, lineno: int, obj: dict[str, Any]) -> No
         b.session.dropped_wrappers += 1  # injected by definition (docs/formats.md#wrappers)
         return
     if kind in ("user", "assistant"):
+        sid = _str(obj.get("sessionId"))
+        if sid is not None and sid not in st.session_ids:
+            st.session_ids.append(sid)
         _remember_context(b, st, obj)
         (_user if kind == "user" else _assistant)(b, st, lineno, obj, ts)
     elif kind == "summary":

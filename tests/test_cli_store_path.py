@@ -1,0 +1,75 @@
+"""Where the store lives: a mistyped --db directory is reported, never created; only the
+default home is created on demand."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from cli_support import run, run_json
+
+from hermes_store import open_engine
+from hermes_store.errors import StoreNotFoundError
+
+
+@pytest.mark.parametrize("args", [["list"], ["stats"], ["search", "x"], ["current"],
+                                  ["doctor"], ["upgrade"], ["show", "abcd1234"]])
+def test_a_store_in_a_missing_directory_is_not_found(tmp_path: Path, args: list[str]) -> None:
+    missing = tmp_path / "no-such-dir" / "state.db"
+    code, doc = run_json("--db", str(missing), *args)
+    assert code == 3, doc
+    assert doc["error"]["code"] == "not_found"
+    assert "no-such-dir" in doc["error"]["message"]
+    assert not missing.parent.exists()
+
+
+def test_import_does_not_create_a_mistyped_directory(tmp_path: Path) -> None:
+    source = tmp_path / "backup.jsonl"
+    source.write_text("")
+    missing = tmp_path / "typo" / "state.db"
+    result = run("--db", str(missing), "import", str(source))
+    assert result.exit_code == 3
+    assert not missing.parent.exists()
+
+
+def test_open_engine_does_not_create_a_mistyped_directory(tmp_path: Path) -> None:
+    missing = tmp_path / "typo" / "deeper" / "state.db"
+    with pytest.raises(StoreNotFoundError, match="typo"):
+        open_engine(missing)
+    with pytest.raises(sqlite3.OperationalError):  # what v11 callers catch
+        open_engine(missing)
+    assert not (tmp_path / "typo").exists()
+
+
+def test_the_default_home_is_created_on_demand(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "fresh-home"
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    code, doc = run_json("list")
+    assert (code, doc["sessions"]) == (0, [])
+    assert not home.exists()  # reading commands never create anything
+    assert run("upgrade").exit_code == 0
+    assert (home / "state.db").is_file()
+
+
+def test_a_missing_store_in_an_existing_directory_is_still_an_empty_result(
+        tmp_path: Path) -> None:
+    code, doc = run_json("--db", str(tmp_path / "state.db"), "list")
+    assert (code, doc["count"]) == (0, 0)
+    assert not (tmp_path / "state.db").exists()
+
+
+def test_a_profile_lives_under_the_home_and_is_a_plain_name(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    (home / "profiles" / "work").mkdir(parents=True)
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    code, doc = run_json("--profile", "work", "stats")
+    assert code == 0 and doc["path"] == str(home / "profiles" / "work" / "state.db")
+    for bad in ("../../etc", "a/b", ".hidden"):
+        result = run("--profile", bad, "stats")
+        assert result.exit_code == 2, bad
+        assert "profile name" in result.stderr
+    result = run("--db", str(tmp_path / "x.db"), "--profile", "work", "stats")
+    assert result.exit_code == 2 and "not both" in result.stderr
