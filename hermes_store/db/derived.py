@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
+from hermes_store.db import catalog
+
 # The trigram tokenizer ships with FTS5 from SQLite 3.34; revision 0015 leaves the trigram
 # objects out on an older runtime, and substring search falls back to LIKE there.
 TRIGRAM_AVAILABLE = sqlite3.sqlite_version_info >= (3, 34, 0)
@@ -259,8 +261,6 @@ OBJECTS: tuple[LayoutObject, ...] = (
     LayoutObject("trigger", "messages_cjk_session_bd", CJK_SESSION_BD),
 )
 
-_SCHEMA = "SELECT type, name FROM sqlite_master"
-
 
 def expected_objects(*, trigram: bool = TRIGRAM_AVAILABLE) -> tuple[LayoutObject, ...]:
     """The objects a head store has on a runtime with (or without) the trigram tokenizer."""
@@ -272,7 +272,7 @@ def missing_objects(conn: Connection) -> list[str]:
 
     An object of the right name but another type counts as missing: it cannot serve.
     """
-    present = {(r[0], r[1]) for r in conn.exec_driver_sql(_SCHEMA)}
+    present = {(o.type, o.name) for o in catalog.objects(conn)}
     return [o.name for o in expected_objects() if (o.type, o.name) not in present]
 
 

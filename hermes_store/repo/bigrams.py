@@ -19,6 +19,8 @@ from itertools import accumulate
 
 from sqlalchemy import Connection
 
+from hermes_store.db import catalog
+
 # Private-use mark closing a CJK run in the bigram text. Private use (Co) is a token character for
 # unicode61, so "端" + mark stays one token that no real text produces.
 BIGRAM_END = "\ue000"
@@ -87,17 +89,15 @@ def cjk_bigram_text(text: str | None) -> str:
 OPPORTUNISTIC_DRAIN = 32
 CATCH_UP_CHUNK = 500
 
-_HAS_INDEX = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'messages_cjk'"
-_IN_WINDOW = "EXISTS (SELECT 1 FROM fts_backfill_window WHERE {id} > lo AND {id} <= hi)"
 # The backfill window (revision 0013) is indexed by the backfill alone; a writer leaves it.
 _DELETE_SIDE = (
     "DELETE FROM messages_cjk WHERE id IN (SELECT value FROM json_each(?)) "
-    f"AND NOT {_IN_WINDOW.format(id='id')}"
+    f"AND NOT {catalog.in_backfill_window('id')}"
 )
 _SCOPE_ROWS = (
     "SELECT id, text, tool_name, tool_calls FROM messages_search_scope "
     "WHERE id IN (SELECT value FROM json_each(?)) "
-    f"AND NOT {_IN_WINDOW.format(id='id')}"
+    f"AND NOT {catalog.in_backfill_window('id')}"
 )
 _SCOPE_RANGE = (
     "SELECT id, text, tool_name, tool_calls FROM messages_search_scope WHERE id > ? AND id <= ?"
@@ -123,7 +123,7 @@ def has_index(conn: Connection) -> bool:
     # Cached only once seen: the table never goes away again, while a migration may create it.
     if conn.info.get("hermes_cjk_index"):
         return True
-    found = conn.exec_driver_sql(_HAS_INDEX).first() is not None
+    found = catalog.has_table(conn, catalog.CJK_SIDE_TABLE)
     if found:
         conn.info["hermes_cjk_index"] = True
     return found
