@@ -1,1 +1,1 @@
-"""Full-text search: the query language, the per-index statements, snippets."""
+"""Full-text search: the query language, the statements, running a search (``run``), snippets."""

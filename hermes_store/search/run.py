@@ -1,0 +1,260 @@
+"""Message search over the compact layout (docs/search.md): routing, set combination, results.
+
+``search_messages(db, query, …)`` sanitizes the query (``language.sanitize_query``), routes each
+term to the index that can answer it (``language.route_term``) and then either
+
+* runs the whole expression as one MATCH when every term uses the same index (the word index
+  and the bigram index count as one: each row is judged by exactly one of them, the bigram
+  index for the rows it holds, the word index for the others), ordered by bm25; or
+* computes each term's id set on its own route and combines the sets with FTS5's precedence
+  (``language.evaluate_tree``), ordered by time.
+
+Every route is bounded: an index lookup, plus LIKE only over the ids still waiting for the CJK
+index (``messages_cjk_pending``) or inside an open backfill window; the explicit LIKE route
+(tool bodies, excluded sources) is the one documented exception. Filters, order and paging are
+applied once, in the final query, so they are identical on every route. The statements
+themselves are ``search.statements``; which indexes exist is the catalog's answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, exc
+from sqlalchemy.orm import Session
+
+from hermes_store.content import MULTIMODAL_PREFIX, text_of_content
+from hermes_store.db import catalog
+from hermes_store.db.catalog import SearchLayout
+from hermes_store.search import language
+from hermes_store.search import statements as sql
+from hermes_store.search.language import Node, Term
+from hermes_store.search.snippets import snippet_from_text
+from hermes_store.search.statements import CONTEXT_CHARS, Filters, PageRow, Sql, TopRow
+
+log = logging.getLogger(__name__)
+
+EXCLUDED_SOURCES = frozenset(("cron", "subagent"))
+# Extra rows fetched past a ranked cut, so a small group of equal bm25 scores (duplicate
+# messages) is settled without a second query.
+TIE_SLACK = 16
+MULTIMODAL_PLACEHOLDER = "[multimodal content]"
+
+
+def _fetch(conn: Connection, statement: Sql) -> list[Any]:
+    """Run a read on the DB-API connection under ``conn`` (same transaction); plain tuples.
+
+    Search statements are read-only FTS5 SQL built from fixed fragments; SQLAlchemy's
+    per-statement result machinery cost as much as the statements themselves here.
+    """
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        return cursor.execute(statement.text, tuple(statement.params)).fetchall()
+    finally:
+        cursor.close()
+
+
+# --------------------------------------------------------------------------------- planning
+
+
+@dataclass(frozen=True)
+class _Plan:
+    tree: Node
+    routes: dict[Term, str]
+
+    @property
+    def single_route(self) -> str | None:
+        kinds = set(self.routes.values())
+        if len(kinds) != 1:
+            return None
+        (route,) = kinds
+        if route in ("word", "bigram") and any(t.needs_literal_check for t in self.routes):
+            return None  # "%" is dropped by unicode61: the literal is checked term by term
+        return route
+
+
+def _plan(tree: Node, layout: SearchLayout, source_filter: list[str] | None,
+          role_filter: list[str] | None) -> _Plan:
+    tool_role = bool(role_filter) and "tool" in role_filter  # type: ignore[operator]
+    excluded = bool(source_filter) and bool(EXCLUDED_SOURCES.intersection(source_filter or ()))
+    routes = {
+        term: language.route_term(term, trigram_available=layout.trigram,
+                                  bigram_ready=layout.bigram, tool_role=tool_role,
+                                  excluded_source_filter=excluded)
+        for term in language.iter_terms(tree)
+    }
+    return _Plan(tree, routes)
+
+
+def _term_ids(conn: Connection, term: Term, route: str, layout: SearchLayout,
+              sources: list[str] | None) -> set[int]:
+    found = sql.ids_of(sql.route_hits(route, term, layout, sources, scored=False))
+    ids = {row_id for (row_id,) in _fetch(conn, found)}
+    if ids and route in ("word", "bigram") and term.needs_literal_check:
+        check = sql.literal_check(ids, term.like_pattern())
+        ids = {row_id for (row_id,) in _fetch(conn, check)}
+    return ids
+
+
+# --------------------------------------------------------------------------------- results
+
+
+def _normalize_list(value: Sequence[str] | None) -> list[str] | None:
+    return None if value is None else [str(v) for v in value]
+
+
+def _context_text(content: str | None) -> str:
+    if content is None:
+        return ""
+    if content.startswith(MULTIMODAL_PREFIX):
+        text = text_of_content(content)
+        return text[:CONTEXT_CHARS] if text else MULTIMODAL_PLACEHOLDER
+    return content[:CONTEXT_CHARS]
+
+
+def _context(row: PageRow) -> list[dict[str, str]]:
+    """The hit and its neighbours in the session; ``[]`` if a neighbour cannot be read."""
+    try:
+        out = []
+        if row.prev_id is not None:
+            out.append({"role": row.prev_role, "content": _context_text(row.prev_text)})
+        if row.role is not None:
+            out.append({"role": row.role, "content": _context_text(row.ctx_self)})
+        if row.next_id is not None:
+            out.append({"role": row.next_role, "content": _context_text(row.next_text)})
+        return out
+    except (ValueError, TypeError) as err:
+        log.warning("search context unavailable for message %s: %s", row.id, err)
+        return []
+
+
+def _hit(row: PageRow, terms: list[str], known: dict[int, str]) -> dict[str, Any]:
+    """The result dict of one page row."""
+    if row.id in known:
+        snippet = known[row.id]
+    elif row.origin == "text":
+        snippet = snippet_from_text([row.content, row.tool_name, row.tool_calls], terms)
+    else:
+        snippet = row.fts_snippet or ""
+    return {"id": row.id, "session_id": row.session_id, "role": row.role, "snippet": snippet,
+            "timestamp": row.timestamp, "tool_name": row.tool_name, "source": row.source,
+            "model": row.model, "session_started": row.started_at, "context": _context(row)}
+
+
+def _page(conn: Connection, hits: Sql, tree: Node, layout: SearchLayout, order: str,
+          filters: Filters, limit: int, offset: int,
+          top: tuple[str, int] | None = None) -> list[PageRow]:
+    page = sql.page_statement(hits, tree, layout, order, filters, limit, offset, top)
+    return list(map(PageRow._make, _fetch(conn, page)))
+
+
+def _normalize_sort(sort: object) -> str | None:
+    if isinstance(sort, str) and sort.strip().lower() in ("newest", "oldest"):
+        return sort.strip().lower()
+    return None
+
+
+def search_messages(db: Session | Connection, query: str | None, *,
+                    source_filter: Sequence[str] | None = None,
+                    exclude_sources: Sequence[str] | None = None,
+                    role_filter: Sequence[str] | None = None, limit: int = 20, offset: int = 0,
+                    sort: str | None = None) -> list[dict[str, Any]]:
+    """Search messages (docs/search.md): a list of hit dicts, best or newest first; never
+    raises for any query text. ``limit``/``offset`` below 0 raise ``ValueError``."""
+    if int(limit) < 0 or int(offset) < 0:
+        raise ValueError(f"limit and offset must be >= 0 (got limit={limit}, offset={offset})")
+    sources = _normalize_list(source_filter)
+    if limit == 0 or sources == []:
+        return []
+    tree = language.build_tree(language.parse_query(language.sanitize_query(query)))
+    if tree is None:
+        return []
+    conn = db.connection() if isinstance(db, Session) else db
+    try:
+        return _search(conn, tree, Filters(sources, _normalize_list(exclude_sources),
+                                           _normalize_list(role_filter)),
+                       int(limit), int(offset), _normalize_sort(sort))
+    except (sqlite3.OperationalError, exc.OperationalError) as err:
+        if not sql.is_match_error(err):
+            raise
+        log.warning("search for %r gave an invalid MATCH: %s", query, err)
+        return []
+
+
+def _top_rows(conn: Connection, top: Sql, wanted: int) -> list[TopRow]:
+    """The best ``wanted`` rows of a ranked part, plus every row tied with the last of them
+    (so the timestamp tie-break of the final order stays exact)."""
+    fetch = wanted + TIE_SLACK
+    while True:
+        rows = list(map(TopRow._make, _fetch(conn, Sql(top.text, [*top.params, fetch]))))
+        if len(rows) < fetch or rows[-1].rank != rows[wanted - 1].rank:
+            return rows
+        fetch *= 2
+
+
+def _top_candidates(conn: Connection, parts: list[Sql], wanted: int,
+                    extra: list[Sql]) -> tuple[Sql, dict[int, str]]:
+    """Best ``wanted`` hits of each ranked part, merged (each part's best rows hold every row of
+    the merged best ``wanted``), with the snippets FTS5 made on the way, plus ``extra``."""
+    best: dict[int, tuple[float, str]] = {}
+    snippets: dict[int, str] = {}
+    for part in parts:
+        for row in _top_rows(conn, part, wanted):
+            if row.id not in best or row.rank < best[row.id][0]:
+                best[row.id] = (row.rank, "done" if row.snippet else "text")
+            if row.snippet:
+                snippets[row.id] = row.snippet
+    return sql.candidate_hits(best, extra), snippets
+
+
+def _search(conn: Connection, tree: Node, filters: Filters, limit: int, offset: int,
+            sort: str | None) -> list[dict[str, Any]]:
+    layout = catalog.search_layout(conn)
+    plan = _plan(tree, layout, filters.sources, filters.roles)
+    route = plan.single_route
+    known: dict[int, str] = {}
+    if route is not None:
+        ranked = route in ("word", "trigram", "bigram")
+        hits = None
+        if ranked and sort is None and not filters.any:
+            shortcut = sql.top_parts(route, tree, layout)
+            if shortcut is not None and route == "bigram":
+                return _results(_bigram_page(conn, tree, layout, shortcut[1], limit, offset),
+                                tree, {})
+            if shortcut is not None:
+                hits, known = _top_candidates(conn, shortcut[0], offset + limit, shortcut[1])
+        if hits is None:
+            hits = sql.route_hits(route, tree, layout, filters.sources)
+    else:
+        ids = language.evaluate_tree(
+            tree, lambda t: _term_ids(conn, t, plan.routes[t], layout, filters.sources))
+        if not ids:
+            return []
+        hits = sql.id_list_hits(ids)
+        ranked = False
+    order = sort or ("rank" if ranked else "newest")
+    return _results(_page(conn, hits, tree, layout, order, filters, limit, offset), tree, known)
+
+
+def _bigram_page(conn: Connection, tree: Node, layout: SearchLayout, extra: list[Sql],
+                 limit: int, offset: int) -> list[PageRow]:
+    """The ranked page of a bigram-only query in one statement, cut deeper while ties demand."""
+    match, fetch = sql.bigram_match(tree), offset + limit + TIE_SLACK
+    hits = sql.top_hits(extra)
+    while True:
+        page = _page(conn, hits, tree, layout, "rank", Filters(), limit, offset,
+                     top=(match, fetch))
+        if not page or not page[0].tie_cut:
+            return page
+        fetch *= 2
+
+
+def _results(page: list[PageRow], tree: Node, known: dict[int, str]) -> list[dict[str, Any]]:
+    if not page:
+        return []
+    terms = [t.text for t in language.positive_terms(tree)]
+    return [_hit(row, terms, known) for row in page]
