@@ -7,7 +7,6 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from sqlalchemy import exc
 
 from hermes_store.db import catalog
 from hermes_store.db import derived as layout
@@ -106,7 +105,7 @@ def test_a_broken_window_view_fails_instead_of_reading_as_closed(head_db: Path) 
              "DROP VIEW fts_backfill_window",
              "CREATE VIEW fts_backfill_window AS SELECT lo, hi FROM lost_window_table")
     for question in (catalog.search_layout, catalog.backfill_window):
-        with pytest.raises(exc.OperationalError, match="lost_window_table"):
+        with pytest.raises(sqlite3.OperationalError, match="lost_window_table"):
             _read(head_db, question)
 
 
