@@ -1,6 +1,6 @@
 """Search latency per query kind: the library at head, the raw-sqlite3 floor, the v11 layout.
 
-* ``head``   — ``hermes_store.search.run.search_messages`` on the migrated, optimized store.
+* ``head``   — ``hermes_store.search.statements.search_messages`` on the migrated, optimized store.
 * ``floor``  — the same work in hand-written sqlite3 on the same file: the MATCHes the contract
   needs on this layout (a Latin term in the word index and, for rows holding CJK, the bigram
   index), the join with sessions, the ordering, 20 rows with snippets and their neighbours.
@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from hermes_store.db.engine import open_engine, reading
-from hermes_store.search.run import search_messages
 from hermes_store.search.snippets import snippet_from_text
+from hermes_store.search.statements import search_messages
 
 QUERIES = {
     "word": "docker deployment",

@@ -373,7 +373,7 @@ class SessionDB:
                         role_filter: Sequence[str] | None = None, limit: int = 20,
                         offset: int = 0, sort: str | None = None) -> list[dict[str, Any]]:
         _check_page(limit, offset)
-        from hermes_store.search.run import (
+        from hermes_store.search.statements import (
             search_messages,  # imported on use: keeps start-up lean
         )
 

@@ -14,7 +14,7 @@ from hermes_store.db import migrate
 from hermes_store.db.engine import open_engine, reading, run_write
 from hermes_store.ops import storage
 from hermes_store.repo import bigrams as cjk
-from hermes_store.search.run import search_messages
+from hermes_store.search.statements import search_messages
 
 INDEXES = ("messages_fts", "messages_fts_trigram", "messages_fts_cjk")
 

@@ -13,7 +13,7 @@ from conftest import LEGACY_VERSIONS
 from hermes_store.db import migrate
 from hermes_store.db.engine import open_engine, reading
 from hermes_store.errors import SchemaMismatchError
-from hermes_store.search.run import search_messages
+from hermes_store.search.statements import search_messages
 
 # Terms the agent's own store could find through its FTS tables in the fixtures.
 WORD_TERMS = ["sysconfig", '"mathematical operator"', "encapsulation"]

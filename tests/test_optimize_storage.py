@@ -19,7 +19,7 @@ from hermes_store.db import migrate
 from hermes_store.db.engine import open_engine, reading
 from hermes_store.ops import storage
 from hermes_store.repo import bigrams
-from hermes_store.search.run import search_messages
+from hermes_store.search.statements import search_messages
 
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = 6_000  # above the revision's small-store threshold, so the backfill window opens

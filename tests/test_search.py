@@ -14,8 +14,9 @@ from sqlalchemy.orm import Session
 
 from hermes_store.db.engine import open_engine, reading, run_write
 from hermes_store.repo import bigrams
-from hermes_store.search import run as search_module
-from hermes_store.search.run import search_messages
+from hermes_store.search import statements as search_module
+from hermes_store.search.sqlite import PageRow
+from hermes_store.search.statements import search_messages
 
 LONG_TOOL_OUTPUT = "CONTAINER ID   IMAGE\n" + "x" * 9000 + " deepneedle"
 IMAGE = ("\x00json:" + json.dumps([
@@ -386,7 +387,7 @@ def test_page_rows_carry_the_column_names_they_are_read_by(store, monkeypatch,
 
     monkeypatch.setattr(search_module, "_fetch", describing)
     assert run(path, query)
-    assert list(search_module.PageRow._fields) in named
+    assert list(PageRow._fields) in named
 
 
 @pytest.mark.parametrize("query", ["python NOT 日本", "广西 OR 桂林 OR travel",

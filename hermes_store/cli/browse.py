@@ -31,7 +31,7 @@ from hermes_store.db.engine import reading
 from hermes_store.errors import SessionNotFoundError
 from hermes_store.repo import lineage, listing
 from hermes_store.repo.filters import SessionFilter
-from hermes_store.search import run as search
+from hermes_store.search import statements as search
 from hermes_store.transfer.reader import StoreReader, content_text
 
 TOOL_RESULT_CHARS = 2000

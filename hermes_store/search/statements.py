@@ -1,441 +1,261 @@
-"""The SQL of a message search (docs/search.md): fixed fragments, and the statements built
-from them for one query. Nothing here runs a statement; ``search.run`` plans, runs and pages.
+"""Message search over the compact layout (docs/search.md): routing, set combination, results.
 
-Every statement is composed from the fragments below and the renderings of
-``search.language``; values are bound, never spliced. Rows come back in the order of
-:class:`TopRow` and :class:`PageRow`, whose fields name the columns: callers read them by name.
+``search_messages(db, query, …)`` sanitizes the query (``language.sanitize_query``), routes each term
+to the index that can answer it (``language.route_term``) and then either
+
+* runs the whole expression as one MATCH when every term uses the same index (the word index
+  and the bigram index count as one: each row is judged by exactly one of them, the bigram
+  index for the rows it holds, the word index for the others), ordered by bm25; or
+* computes each term's id set on its own route and combines the sets with FTS5's precedence
+  (``language.evaluate_tree``), ordered by time.
+
+Every route is bounded: an index lookup, plus LIKE only over the ids still waiting for the CJK
+index (``messages_cjk_pending``) or inside an open backfill window; the explicit LIKE route
+(tool bodies, excluded sources) is the one documented exception. Filters, order and paging are
+applied once, in the final query, so they are identical on every route.
+
+The SQL itself is SQLite's, composed in ``search.sqlite``; which indexes the store has is the
+schema catalog's answer (``db.catalog.search_layout``).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Sequence
+import logging
+import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
+from sqlalchemy import Connection, exc
+from sqlalchemy.orm import Session
+
+from hermes_store.content import MULTIMODAL_PREFIX, text_of_content
+from hermes_store.db import catalog
 from hermes_store.db.catalog import SearchLayout
-from hermes_store.search import language
-from hermes_store.search.language import And, Node, Not, Term
+from hermes_store.search import language, sqlite
+from hermes_store.search.language import Node, Term
+from hermes_store.search.snippets import snippet_from_text
+from hermes_store.search.sqlite import CONTEXT_CHARS, Filters, PageRow, Sql, TopRow
 
-CONTEXT_CHARS = 200
+log = logging.getLogger(__name__)
 
-
-def _scored(template: str, index: str) -> tuple[str, str]:
-    """A hit part without and with its bm25 score, indexed by ``scored``: a term's id set needs
-    no score, and computing bm25 for thousands of hits was most of that set's cost."""
-    return template.format(score="0.0"), template.format(score=f"bm25({index})")
-
-
-# Parts of a hit list: each selects (id, rank, origin). ``origin`` says where the snippet comes
-# from: an FTS5 snippet of the word or trigram index, or the stored text.
-_WORD_MATCH = """
-SELECT f.rowid, {score}, 'word' FROM messages_fts AS f
-WHERE messages_fts MATCH ?"""
-_WORD_HITS = _scored(_WORD_MATCH, "messages_fts")
-_WORD_HITS_SPLIT = _scored(_WORD_MATCH + """
-  AND NOT EXISTS (SELECT 1 FROM messages_cjk AS c WHERE c.id = f.rowid)""", "messages_fts")
-_BIGRAM_HITS = _scored("""
-SELECT rowid, {score}, 'text' FROM messages_fts_cjk WHERE messages_fts_cjk MATCH ?""",
-                       "messages_fts_cjk")
-_TRIGRAM_HITS = _scored("""
-SELECT rowid, {score}, 'trigram' FROM messages_fts_trigram
-WHERE messages_fts_trigram MATCH ?""", "messages_fts_trigram")
-_RETIRED_WORD_HITS = _scored("""
-SELECT rowid, {score}, 'text' FROM messages_fts_old
-WHERE messages_fts_old MATCH ? AND rowid > ? AND rowid <= ?""", "messages_fts_old")
-_RETIRED_TRIGRAM_HITS = _scored("""
-SELECT o.rowid, {score}, 'text' FROM messages_fts_trigram_old AS o
-WHERE messages_fts_trigram_old MATCH ? AND o.rowid > ? AND o.rowid <= ?
-  AND EXISTS (SELECT 1 FROM messages_search_scope AS sc WHERE sc.id = o.rowid)""",
-                                 "messages_fts_trigram_old")
-# CROSS JOIN keeps the (normally empty) pending list as the outer loop.
-_PENDING_LIKE_HITS = """
-SELECT sc.id, 0.0, 'text' FROM messages_cjk_pending AS p
-CROSS JOIN messages_search_scope AS sc ON sc.id = p.id WHERE {like}"""
-_WINDOW_SCOPE_LIKE_HITS = """
-SELECT sc.id, 0.0, 'text' FROM messages_search_scope AS sc
-WHERE sc.id > ? AND sc.id <= ? AND {like}"""
-_WINDOW_LIKE_HITS = """
-SELECT m.id, 0.0, 'text' FROM messages AS m WHERE m.id > ? AND m.id <= ? AND {like}"""
-_LIKE_HITS = "SELECT m.id, 0.0, 'text' FROM messages AS m WHERE {like}"
-# With a source filter the LIKE route walks only those sessions' messages (both are indexed).
-_LIKE_HITS_IN_SOURCES = """
-SELECT m.id, 0.0, 'text' FROM sessions AS s JOIN messages AS m ON m.session_id = s.id
-WHERE s.source IN (SELECT value FROM json_each(?)) AND {like}"""
-_ID_LIST_HITS = "SELECT value, 0.0, 'text' FROM json_each(?)"
-_CANDIDATE_HITS = """
-SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]')
-FROM json_each(?)"""
-# The top of one index by rank, snippets made while FTS5's cursor is on the row (``rank`` in
-# ORDER BY lets FTS5 sort internally and stop at the LIMIT). Columns in ``TopRow``'s order.
-_TOP = {
-    "word": """SELECT rowid, rank, 'fts', snippet(messages_fts, -1, '>>>', '<<<', '...', 40)
-FROM messages_fts WHERE messages_fts MATCH ?{split} ORDER BY rank LIMIT ?""",
-    "trigram": """SELECT rowid, rank, 'fts',
-  snippet(messages_fts_trigram, -1, '>>>', '<<<', '...', 40)
-FROM messages_fts_trigram WHERE messages_fts_trigram MATCH ? ORDER BY rank LIMIT ?""",
-    "bigram": """SELECT rowid, rank, 'text', NULL FROM messages_fts_cjk
-WHERE messages_fts_cjk MATCH ? ORDER BY rank LIMIT ?""",
-}
-# A bigram-only query has no FTS5 snippet to collect on the way, so its top rows are a CTE of
-# the page statement itself; ``tie_cut`` says the cut fell inside a group of equal ranks (the
-# page is then run again with a deeper cut, as ``search.run`` does for the other routes).
-_BIGRAM_TOP_CTE = """top(id, rank) AS MATERIALIZED (
-  SELECT rowid, rank FROM messages_fts_cjk WHERE messages_fts_cjk MATCH ? ORDER BY rank LIMIT ?),
-"""
-_TOP_HITS = "SELECT id, rank, 'text' FROM top"
-_TIE_CUT = """(SELECT count(*) = ?
-     AND max(rank) = (SELECT rank FROM top ORDER BY rank LIMIT 1 OFFSET ?) FROM top)"""
-_SPLIT = " AND NOT EXISTS (SELECT 1 FROM messages_cjk AS c WHERE c.id = messages_fts.rowid)"
-_LITERAL_CHECK = """
-SELECT id FROM messages WHERE id IN (SELECT value FROM json_each(?))
-  AND (content LIKE ? ESCAPE '\\' OR tool_name LIKE ? ESCAPE '\\') IS TRUE"""
-
-# Only the ids of a term's hits travel back to Python (every text value costs a decode).
-_IDS_OF = "WITH h(id, rank, origin) AS ({hits}) SELECT id FROM h"
-
-_ALL_COLUMNS = ("m.content", "m.tool_name", "m.tool_calls")
-_SCOPE_COLUMNS = ("sc.text", "sc.tool_name")
+EXCLUDED_SOURCES = frozenset(("cron", "subagent"))
+# Extra rows fetched past a ranked cut, so a small group of equal bm25 scores (duplicate
+# messages) is settled without a second query.
+TIE_SLACK = 16
+MULTIMODAL_PLACEHOLDER = "[multimodal content]"
 
 
-class TopRow(NamedTuple):
-    """A row of a ``_TOP`` statement: one of an index's best hits."""
+def _fetch(conn: Connection, statement: Sql) -> list[Any]:
+    """Run a read on the DB-API connection under ``conn`` (same transaction); plain tuples.
 
-    id: int
-    rank: float
-    origin: str
-    snippet: str | None
-
-
-class PageRow(NamedTuple):
-    """A row of the page statement, read by name; the statement's select list is made from
-    these names (``_PAGE_SELECT``), so the two cannot disagree."""
-
-    id: int
-    session_id: str
-    role: str | None
-    timestamp: float | None
-    tool_name: str | None
-    source: str | None
-    model: str | None
-    started_at: float | None
-    best: float
-    origin: str
-    fts_snippet: str | None
-    content: str | None
-    tool_calls: str | None
-    ctx_self: str | None
-    prev_id: int | None
-    prev_role: str | None
-    prev_text: str | None
-    next_id: int | None
-    next_role: str | None
-    next_text: str | None
-    tie_cut: int
+    Search statements are read-only FTS5 SQL built from fixed fragments; SQLAlchemy's
+    per-statement result machinery cost as much as the statements themselves here.
+    """
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        return cursor.execute(statement.text, tuple(statement.params)).fetchall()
+    finally:
+        cursor.close()
 
 
-# ``content`` and ``tool_calls`` only where the snippet is made from the stored text; the
-# neighbours' text is cut in SQL (``_CONTEXT_TEXT``, filled in per statement).
-_PAGE_OUTPUT = {
-    "id": "page.id", "session_id": "page.session_id", "role": "page.role",
-    "timestamp": "page.timestamp", "tool_name": "page.tool_name", "source": "page.source",
-    "model": "page.model", "started_at": "page.started_at", "best": "page.best",
-    "origin": "page.origin", "fts_snippet": "{snippet}",
-    "content": "CASE WHEN page.origin = 'text' THEN m.content END",
-    "tool_calls": "CASE WHEN page.origin = 'text' THEN m.tool_calls END",
-    "ctx_self": "{ctx_self}",
-    "prev_id": "p.id", "prev_role": "p.role", "prev_text": "{ctx_p}",
-    "next_id": "n.id", "next_role": "n.role", "next_text": "{ctx_n}",
-    "tie_cut": "{tie_cut}",
-}
-_PAGE_SELECT = ",\n  ".join(f"{_PAGE_OUTPUT[name]} AS {name}" for name in PageRow._fields)
-
-# One statement for the page: hits are merged, filtered, ordered and cut, and only then are
-# snippets (FTS5's, for index hits), stored text (for the others) and neighbours looked up, for
-# the page's rows alone. Row values let each neighbour be one seek in idx_messages_session.
-# The select list is ``PageRow``'s fields, each named.
-_PAGE = """
-WITH {top}hits(id, rank, origin) AS MATERIALIZED ({hits}),
-matched AS MATERIALIZED (
-  SELECT h.id AS id, min(h.rank) AS best, max(h.origin) AS origin FROM hits AS h{filters}
-  GROUP BY h.id),
-page AS (
-  SELECT m.id AS id, m.session_id AS session_id, m.role AS role, m.timestamp AS timestamp,
-         m.tool_name AS tool_name, s.source AS source, s.model AS model,
-         s.started_at AS started_at, matched.best AS best, matched.origin AS origin
-  FROM matched JOIN messages AS m ON m.id = matched.id
-  LEFT JOIN sessions AS s ON s.id = m.session_id{cut}
-  ORDER BY {inner_order}
-  LIMIT ? OFFSET ?)
-SELECT """ + _PAGE_SELECT + """
-FROM page JOIN messages AS m ON m.id = page.id
-LEFT JOIN messages AS p ON p.id = (
-  SELECT b.id FROM messages AS b WHERE b.session_id = m.session_id
-     AND (b.timestamp, b.id) < (m.timestamp, m.id)
-   ORDER BY b.timestamp DESC, b.id DESC LIMIT 1)
-LEFT JOIN messages AS n ON n.id = (
-  SELECT a.id FROM messages AS a WHERE a.session_id = m.session_id
-     AND (a.timestamp, a.id) > (m.timestamp, m.id)
-   ORDER BY a.timestamp ASC, a.id ASC LIMIT 1)
-ORDER BY {outer_order}"""
-# Filters read only columns stored before ``content`` (session_id, role), so checking them
-# never walks a long message's overflow pages.
-_FILTERS = """
-  JOIN messages AS m ON m.id = h.id JOIN sessions AS s ON s.id = m.session_id
-  WHERE (? IS NULL OR s.source IN (SELECT value FROM json_each(?)))
-    AND (? IS NULL OR s.source NOT IN (SELECT value FROM json_each(?)))
-    AND (? IS NULL OR m.role IN (SELECT value FROM json_each(?)))"""
-# Ranked pages read message rows only for the best ``offset + limit`` hits (ties included, so
-# the timestamp tie-break stays exact): a common word's thousands of hits are never joined.
-_RANK_CUT = """
-  WHERE matched.best <= COALESCE(
-    (SELECT best FROM matched ORDER BY best LIMIT 1 OFFSET ?), matched.best)"""
-_ORDERS = {
-    "rank": ("matched.best, m.timestamp DESC, m.id DESC",
-             "page.best, page.timestamp DESC, page.id DESC"),
-    "newest": ("m.timestamp DESC, m.id DESC", "page.timestamp DESC, page.id DESC"),
-    "oldest": ("m.timestamp ASC, m.id ASC", "page.timestamp ASC, page.id ASC"),
-}
-_SNIPPET_CASES = {
-    "word": """WHEN 'word' THEN (SELECT snippet(messages_fts, -1, '>>>', '<<<', '...', 40)
-    FROM messages_fts WHERE messages_fts MATCH ? AND rowid = page.id)""",
-    "trigram": """WHEN 'trigram' THEN (
-    SELECT snippet(messages_fts_trigram, -1, '>>>', '<<<', '...', 40)
-    FROM messages_fts_trigram WHERE messages_fts_trigram MATCH ? AND rowid = page.id)""",
-}
-# Context text: multimodal content is fetched whole (its text parts may sit anywhere), plain
-# text is cut in SQL.
-_CONTEXT_TEXT = ("CASE WHEN substr(CAST({t}.content AS BLOB), 1, 6) = X'006A736F6E3A' "
-                 f"THEN {{t}}.content ELSE substr({{t}}.content, 1, {CONTEXT_CHARS}) END")
-
-_MATCH_ERRORS = ("fts5", "syntax error", "unterminated string", "no such column",
-                 "malformed match")
-
-
-def is_match_error(err: BaseException) -> bool:
-    """True when SQLite refused a MATCH expression (as opposed to any other failure)."""
-    text = str(getattr(err, "orig", err)).lower()
-    return any(marker in text for marker in _MATCH_ERRORS)
-
-
-@dataclass
-class Sql:
-    """SQL text with its positional parameters, composed from fixed fragments only."""
-
-    text: str
-    params: list[Any]
-
-    @staticmethod
-    def union(parts: Sequence[Sql]) -> Sql:
-        return Sql(" UNION ALL ".join(p.text for p in parts), [x for p in parts for x in p.params])
-
-
-# --------------------------------------------------------------------------------- rendering
-
-
-def _render(tree: Node, leaf: Callable[[Term], str]) -> str:
-    """FTS5 text for ``tree``, explicitly parenthesized (the shape of ``language.render_match``)."""
-    if isinstance(tree, Term):
-        return leaf(tree)
-
-    def sub(node: Node) -> str:
-        text = _render(node, leaf)
-        return text if isinstance(node, Term) else f"({text})"
-
-    if isinstance(tree, Not):
-        return f"{sub(tree.left)} NOT {sub(tree.right)}"
-    joiner = " AND " if isinstance(tree, And) else " OR "
-    return joiner.join(sub(child) for child in tree.children)
-
-
-def _bigram_leaf(term: Term) -> str:
-    # CJK pieces live in the ``text`` column only; ``calls`` holds raw tool-call JSON, where a
-    # Latin term must be found (as the word index would) but CJK pieces must not.
-    if term.is_cjk:
-        return "text : " + term.bigram_match()
-    return term.bigram_match()
-
-
-def bigram_match(tree: Node) -> str:
-    """The MATCH text of ``tree`` for the bigram index."""
-    return _render(tree, _bigram_leaf)
-
-
-def _like(tree: Node, columns: Sequence[str]) -> tuple[str, list[str]]:
-    # A bare ``col LIKE ?`` in WHERE makes SQLite re-prepare the statement at every execution
-    # (the bound pattern might allow the LIKE index optimization, useless for our "%…%"
-    # patterns); behind IS TRUE the filter is the same and the prepared statement is reused.
-    like, params = language.render_like(tree, columns)
-    return f"({like}) IS TRUE", params
-
-
-def _like_part(template: str, tree: Node, columns: Sequence[str],
-               leading: Sequence[Any] = ()) -> Sql:
-    like, params = _like(tree, columns)
-    return Sql(template.format(like=like), [*leading, *params])
-
-
-# --------------------------------------------------------------------------------- routes
-
-
-def _has_not(tree: Node) -> bool:
-    if isinstance(tree, Term):
-        return False
-    if isinstance(tree, Not):
-        return True
-    return any(_has_not(child) for child in tree.children)
-
-
-def _word_parts(tree: Node, layout: SearchLayout, scored: bool) -> list[Sql]:
-    parts: list[Sql] = []
-    if layout.word:
-        match = language.render_match(tree, "word")
-        if layout.bigram:
-            # On the rows it holds, the bigram index finds every Latin term the word index
-            # finds (and Latin runs glued to CJK too). Without NOT the expression is monotone,
-            # so the union of both equals the row split and costs no per-hit exclusion.
-            word = _WORD_HITS_SPLIT if _has_not(tree) else _WORD_HITS
-            parts.append(Sql(word[scored], [match]))
-            parts.append(Sql(_BIGRAM_HITS[scored], [bigram_match(tree)]))
-        else:
-            parts.append(Sql(_WORD_HITS[scored], [match]))
-    else:
-        parts.append(_like_part(_LIKE_HITS, tree, _ALL_COLUMNS))
-        return parts
-    if layout.window:
-        if layout.retired_word:
-            parts.append(Sql(_RETIRED_WORD_HITS[scored],
-                             [language.render_match(tree, "word"), *layout.window]))
-        else:
-            parts.append(_like_part(_WINDOW_LIKE_HITS, tree, _ALL_COLUMNS, layout.window))
-    return parts
-
-
-def _trigram_parts(tree: Node, layout: SearchLayout, scored: bool) -> list[Sql]:
-    parts = [Sql(_TRIGRAM_HITS[scored], [language.render_match(tree, "trigram")])]
-    if layout.window:
-        if layout.retired_trigram:
-            parts.append(Sql(_RETIRED_TRIGRAM_HITS[scored],
-                             [language.render_match(tree, "trigram"), *layout.window]))
-        else:
-            parts.append(_like_part(_WINDOW_SCOPE_LIKE_HITS, tree, _SCOPE_COLUMNS, layout.window))
-    return parts
-
-
-def _bigram_parts(tree: Node, layout: SearchLayout, scored: bool) -> list[Sql]:
-    parts = [Sql(_BIGRAM_HITS[scored], [bigram_match(tree)]),
-             _like_part(_PENDING_LIKE_HITS, tree, _SCOPE_COLUMNS)]
-    if layout.window:
-        parts.append(_like_part(_WINDOW_SCOPE_LIKE_HITS, tree, _SCOPE_COLUMNS, layout.window))
-    return parts
-
-
-def route_hits(route: str, tree: Node, layout: SearchLayout, sources: list[str] | None = None,
-               *, scored: bool = True) -> Sql:
-    """Every hit of ``tree`` on ``route`` as ``(id, rank, origin)`` rows; ``scored=False`` ranks
-    them all 0.0 (for a term's id set, where the score is never read)."""
-    if route == "word":
-        return Sql.union(_word_parts(tree, layout, scored))
-    if route == "trigram":
-        return Sql.union(_trigram_parts(tree, layout, scored))
-    if route == "bigram":
-        return Sql.union(_bigram_parts(tree, layout, scored))
-    if sources:
-        return _like_part(_LIKE_HITS_IN_SOURCES, tree, _ALL_COLUMNS, [json.dumps(sources)])
-    return _like_part(_LIKE_HITS, tree, _ALL_COLUMNS)
-
-
-def ids_of(hits: Sql) -> Sql:
-    """Only the ids of ``hits`` (every text value costs a decode on its way back)."""
-    return Sql(_IDS_OF.format(hits=hits.text), hits.params)
-
-
-def literal_check(ids: set[int], pattern: str) -> Sql:
-    """Those of ``ids`` whose stored text really holds ``pattern`` (a LIKE pattern)."""
-    return Sql(_LITERAL_CHECK, [json.dumps(sorted(ids)), pattern, pattern])
-
-
-def id_list_hits(ids: set[int]) -> Sql:
-    return Sql(_ID_LIST_HITS, [json.dumps(sorted(ids))])
-
-
-def candidate_hits(best: dict[int, tuple[float, str]], extra: Sequence[Sql]) -> Sql:
-    """Hits already ranked in Python (``{id: (rank, origin)}``), plus the ``extra`` parts."""
-    triples = [[row_id, rank, origin] for row_id, (rank, origin) in best.items()]
-    return Sql.union([Sql(_CANDIDATE_HITS, [json.dumps(triples)]), *extra])
-
-
-def top_hits(extra: Sequence[Sql]) -> Sql:
-    """The rows of the page statement's own ``top`` CTE, plus the ``extra`` parts."""
-    return Sql.union([Sql(_TOP_HITS, []), *extra])
-
-
-def top_parts(route: str, tree: Node,
-              layout: SearchLayout) -> tuple[list[Sql], list[Sql]] | None:
-    """Ranked statements of a single-route query (each cut to its best rows by a last bound
-    LIMIT, rows in ``TopRow``'s order) and the bounded parts that join them unranked; None when
-    the route has no such shortcut."""
-    if layout.window is not None:
-        return None
-    if route == "trigram" and layout.trigram:
-        return [Sql(_TOP["trigram"], [language.render_match(tree, "trigram")])], []
-    if route == "word" and layout.word:
-        word = _TOP["word"].format(split=_SPLIT if layout.bigram and _has_not(tree) else "")
-        parts = [Sql(word, [language.render_match(tree, "word")])]
-        if layout.bigram:
-            parts.append(Sql(_TOP["bigram"], [bigram_match(tree)]))
-        return parts, []
-    if route == "bigram" and layout.bigram:
-        return ([Sql(_TOP["bigram"], [bigram_match(tree)])],
-                [_like_part(_PENDING_LIKE_HITS, tree, _SCOPE_COLUMNS)])
-    return None
-
-
-# --------------------------------------------------------------------------------- the page
+# --------------------------------------------------------------------------------- planning
 
 
 @dataclass(frozen=True)
-class Filters:
-    """The filters every route shares; ``sources=None`` means any source."""
-
-    sources: list[str] | None = None
-    excluded: list[str] | None = None
-    roles: list[str] | None = None
+class _Plan:
+    tree: Node
+    routes: dict[Term, str]
 
     @property
-    def any(self) -> bool:
-        return self.sources is not None or bool(self.excluded) or bool(self.roles)
+    def single_route(self) -> str | None:
+        kinds = set(self.routes.values())
+        if len(kinds) != 1:
+            return None
+        (route,) = kinds
+        if route in ("word", "bigram") and any(t.needs_literal_check for t in self.routes):
+            return None  # "%" is dropped by unicode61: the literal is checked term by term
+        return route
 
 
-def page_statement(hits: Sql, tree: Node, layout: SearchLayout, order: str, filters: Filters,
-                   limit: int, offset: int, top: tuple[str, int] | None = None) -> Sql:
-    """The page of ``hits`` in ``PageRow``'s columns; ``top`` (a bigram MATCH and how deep to
-    cut it) makes the hits that index's best rows, with a ``tie_cut`` flag (``_BIGRAM_TOP_CTE``)."""
-    params: list[Any] = [*top] if top else []
-    params += hits.params
-    where = ""
-    if filters.any:
-        where = _FILTERS
-        for value in (filters.sources, filters.excluded or None, filters.roles or None):
-            encoded = None if value is None else json.dumps(value)
-            params += [encoded, encoded]
-    cut = ""
-    if order == "rank":
-        cut = _RANK_CUT
-        params.append(offset + limit - 1)
-    params += [limit, offset]
-    # Snippet subqueries only for indexes this store has (a missing table fails to prepare).
-    present = {"word": layout.word, "trigram": layout.trigram}
-    cases = [name for name in _SNIPPET_CASES if present[name]]
-    snippet = ("CASE page.origin " + " ".join(_SNIPPET_CASES[c] for c in cases) + " END"
-               if cases else "NULL")
-    params += [language.render_match(tree, c) for c in cases]  # type: ignore[arg-type]
-    if top:
-        params += [top[1], offset + limit - 1]
-    inner, outer = _ORDERS[order]
-    sql = _PAGE.format(top=_BIGRAM_TOP_CTE if top else "", hits=hits.text, filters=where,
-                       cut=cut, inner_order=inner, outer_order=outer, snippet=snippet,
-                       tie_cut=_TIE_CUT if top else "0",
-                       ctx_self=_CONTEXT_TEXT.format(t="m"), ctx_p=_CONTEXT_TEXT.format(t="p"),
-                       ctx_n=_CONTEXT_TEXT.format(t="n"))
-    return Sql(sql, params)
+def _plan(tree: Node, layout: SearchLayout, source_filter: list[str] | None,
+          role_filter: list[str] | None) -> _Plan:
+    tool_role = bool(role_filter) and "tool" in role_filter  # type: ignore[operator]
+    excluded = bool(source_filter) and bool(EXCLUDED_SOURCES.intersection(source_filter or ()))
+    routes = {
+        term: language.route_term(term, trigram_available=layout.trigram,
+                                  bigram_ready=layout.bigram, tool_role=tool_role,
+                                  excluded_source_filter=excluded)
+        for term in language.iter_terms(tree)
+    }
+    return _Plan(tree, routes)
+
+
+def _term_ids(conn: Connection, term: Term, route: str, layout: SearchLayout,
+              sources: list[str] | None) -> set[int]:
+    found = sqlite.ids_of(sqlite.route_hits(route, term, layout, sources, scored=False))
+    ids = {row_id for (row_id,) in _fetch(conn, found)}
+    if ids and route in ("word", "bigram") and term.needs_literal_check:
+        check = sqlite.literal_check(ids, term.like_pattern())
+        ids = {row_id for (row_id,) in _fetch(conn, check)}
+    return ids
+
+
+# --------------------------------------------------------------------------------- results
+
+
+def _normalize_list(value: Sequence[str] | None) -> list[str] | None:
+    return None if value is None else [str(v) for v in value]
+
+
+def _context_text(content: str | None) -> str:
+    if content is None:
+        return ""
+    if content.startswith(MULTIMODAL_PREFIX):
+        text = text_of_content(content)
+        return text[:CONTEXT_CHARS] if text else MULTIMODAL_PLACEHOLDER
+    return content[:CONTEXT_CHARS]
+
+
+def _context(row: PageRow) -> list[dict[str, str]]:
+    """The hit and its neighbours in the session; ``[]`` if a neighbour cannot be read."""
+    try:
+        out = []
+        if row.prev_id is not None:
+            out.append({"role": row.prev_role, "content": _context_text(row.prev_text)})
+        if row.role is not None:
+            out.append({"role": row.role, "content": _context_text(row.ctx_self)})
+        if row.next_id is not None:
+            out.append({"role": row.next_role, "content": _context_text(row.next_text)})
+        return out
+    except (ValueError, TypeError) as err:
+        log.warning("search context unavailable for message %s: %s", row.id, err)
+        return []
+
+
+def _hit(row: PageRow, terms: list[str], known: dict[int, str]) -> dict[str, Any]:
+    """The result dict of one page row."""
+    if row.id in known:
+        snippet = known[row.id]
+    elif row.origin == "text":
+        snippet = snippet_from_text([row.content, row.tool_name, row.tool_calls], terms)
+    else:
+        snippet = row.fts_snippet or ""
+    return {"id": row.id, "session_id": row.session_id, "role": row.role, "snippet": snippet,
+            "timestamp": row.timestamp, "tool_name": row.tool_name, "source": row.source,
+            "model": row.model, "session_started": row.started_at, "context": _context(row)}
+
+
+def _page(conn: Connection, hits: Sql, tree: Node, layout: SearchLayout, order: str,
+          filters: Filters, limit: int, offset: int,
+          top: tuple[str, int] | None = None) -> list[PageRow]:
+    page = sqlite.page_statement(hits, tree, layout, order, filters, limit, offset, top)
+    return list(map(PageRow._make, _fetch(conn, page)))
+
+
+def _normalize_sort(sort: object) -> str | None:
+    if isinstance(sort, str) and sort.strip().lower() in ("newest", "oldest"):
+        return sort.strip().lower()
+    return None
+
+
+def search_messages(db: Session | Connection, query: str | None, *,
+                    source_filter: Sequence[str] | None = None,
+                    exclude_sources: Sequence[str] | None = None,
+                    role_filter: Sequence[str] | None = None, limit: int = 20, offset: int = 0,
+                    sort: str | None = None) -> list[dict[str, Any]]:
+    """Search messages (docs/search.md): a list of hit dicts, best or newest first; never raises
+    for any query text. ``limit``/``offset`` below 0 raise ``ValueError``."""
+    if int(limit) < 0 or int(offset) < 0:
+        raise ValueError(f"limit and offset must be >= 0 (got limit={limit}, offset={offset})")
+    sources = _normalize_list(source_filter)
+    if limit == 0 or sources == []:
+        return []
+    tree = language.build_tree(language.parse_query(language.sanitize_query(query)))
+    if tree is None:
+        return []
+    conn = db.connection() if isinstance(db, Session) else db
+    try:
+        return _search(conn, tree, Filters(sources, _normalize_list(exclude_sources),
+                                           _normalize_list(role_filter)),
+                       int(limit), int(offset), _normalize_sort(sort))
+    except (sqlite3.OperationalError, exc.OperationalError) as err:
+        if not sqlite.is_match_error(err):
+            raise
+        log.warning("search for %r gave an invalid MATCH: %s", query, err)
+        return []
+
+
+def _top_rows(conn: Connection, top: Sql, wanted: int) -> list[TopRow]:
+    """The best ``wanted`` rows of a ranked part, plus every row tied with the last of them
+    (so the timestamp tie-break of the final order stays exact)."""
+    fetch = wanted + TIE_SLACK
+    while True:
+        rows = list(map(TopRow._make, _fetch(conn, Sql(top.text, [*top.params, fetch]))))
+        if len(rows) < fetch or rows[-1].rank != rows[wanted - 1].rank:
+            return rows
+        fetch *= 2
+
+
+def _top_candidates(conn: Connection, parts: list[Sql], wanted: int,
+                    extra: list[Sql]) -> tuple[Sql, dict[int, str]]:
+    """Best ``wanted`` hits of each ranked part, merged (each part's best rows hold every row of
+    the merged best ``wanted``), with the snippets FTS5 made on the way, plus ``extra``."""
+    best: dict[int, tuple[float, str]] = {}
+    snippets: dict[int, str] = {}
+    for part in parts:
+        for row in _top_rows(conn, part, wanted):
+            if row.id not in best or row.rank < best[row.id][0]:
+                best[row.id] = (row.rank, "done" if row.snippet else "text")
+            if row.snippet:
+                snippets[row.id] = row.snippet
+    return sqlite.candidate_hits(best, extra), snippets
+
+
+def _search(conn: Connection, tree: Node, filters: Filters, limit: int, offset: int,
+            sort: str | None) -> list[dict[str, Any]]:
+    layout = catalog.search_layout(conn)
+    plan = _plan(tree, layout, filters.sources, filters.roles)
+    route = plan.single_route
+    known: dict[int, str] = {}
+    if route is not None:
+        ranked = route in ("word", "trigram", "bigram")
+        hits = None
+        if ranked and sort is None and not filters.any:
+            shortcut = sqlite.top_parts(route, tree, layout)
+            if shortcut is not None and route == "bigram":
+                return _results(_bigram_page(conn, tree, layout, shortcut[1], limit, offset),
+                                tree, {})
+            if shortcut is not None:
+                hits, known = _top_candidates(conn, shortcut[0], offset + limit, shortcut[1])
+        if hits is None:
+            hits = sqlite.route_hits(route, tree, layout, filters.sources)
+    else:
+        ids = language.evaluate_tree(
+            tree, lambda t: _term_ids(conn, t, plan.routes[t], layout, filters.sources))
+        if not ids:
+            return []
+        hits = sqlite.id_list_hits(ids)
+        ranked = False
+    order = sort or ("rank" if ranked else "newest")
+    return _results(_page(conn, hits, tree, layout, order, filters, limit, offset), tree, known)
+
+
+def _bigram_page(conn: Connection, tree: Node, layout: SearchLayout, extra: list[Sql],
+                 limit: int, offset: int) -> list[PageRow]:
+    """The ranked page of a bigram-only query in one statement, cut deeper while ties demand."""
+    match, fetch = sqlite.bigram_match(tree), offset + limit + TIE_SLACK
+    hits = sqlite.top_hits(extra)
+    while True:
+        page = _page(conn, hits, tree, layout, "rank", Filters(), limit, offset,
+                     top=(match, fetch))
+        if not page or not page[0].tie_cut:
+            return page
+        fetch *= 2
+
+
+def _results(page: list[PageRow], tree: Node, known: dict[int, str]) -> list[dict[str, Any]]:
+    if not page:
+        return []
+    terms = [t.text for t in language.positive_terms(tree)]
+    return [_hit(row, terms, known) for row in page]
