@@ -315,8 +315,8 @@ def _reindex_external(conn: Connection, table: str, sql: str) -> None:
     key = rowid.group(1) if rowid else "rowid"
     names = ", ".join(map(_quote, cols))
     where, params = "", ()
-    # Rows in (progress, high_water] are not indexed yet by design (docs/cli.md#upkeep).
-    window = catalog.backfill_window(conn)
+    # Rows in (progress, high_water] are not indexed yet by design (cli-and-formats §3.4).
+    window = storage.backfill_window(conn)
     if window is not None:
         where, params = f" WHERE NOT ({_quote(key)} > ? AND {_quote(key)} <= ?)", window
     conn.exec_driver_sql(f"INSERT INTO {_quote(table)}({_quote(table)}) VALUES ('delete-all')")
