@@ -2,8 +2,9 @@
 and the functions that compose one query's statements from them. Nothing here runs a statement;
 ``search.statements`` plans, runs and pages.
 
-Values are bound, never spliced. Rows come back in the order of :class:`TopRow` and
-:class:`PageRow`, whose fields name the columns: callers read them by name.
+Values are bound, never spliced. The select lists of the page and top statements are made from
+``PAGE_COLUMNS`` and ``TOP_COLUMNS``, and callers read rows through ``page_columns`` and
+``top_columns``: a column is read by its name, wherever it sits in the statement.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from operator import itemgetter
+from typing import Any
 
 from hermes_store.db.catalog import SearchLayout
 from hermes_store.search import language
@@ -67,20 +69,22 @@ _CANDIDATE_HITS = """
 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]')
 FROM json_each(?)"""
 # The top of one index by rank, snippets made while FTS5's cursor is on the row (``rank`` in
-# ORDER BY lets FTS5 sort internally and stop at the LIMIT). Columns in ``TopRow``'s order.
+# ORDER BY lets FTS5 sort internally and stop at the LIMIT). Columns: ``TOP_COLUMNS``.
+TOP_COLUMNS = ("id", "rank", "origin", "snippet")
 _TOP = {
-    "word": """SELECT rowid, rank, 'fts', snippet(messages_fts, -1, '>>>', '<<<', '...', 40)
+    "word": """SELECT rowid AS id, rank, 'fts' AS origin,
+  snippet(messages_fts, -1, '>>>', '<<<', '...', 40) AS snippet
 FROM messages_fts WHERE messages_fts MATCH ?{split} ORDER BY rank LIMIT ?""",
-    "trigram": """SELECT rowid, rank, 'fts',
-  snippet(messages_fts_trigram, -1, '>>>', '<<<', '...', 40)
+    "trigram": """SELECT rowid AS id, rank, 'fts' AS origin,
+  snippet(messages_fts_trigram, -1, '>>>', '<<<', '...', 40) AS snippet
 FROM messages_fts_trigram WHERE messages_fts_trigram MATCH ? ORDER BY rank LIMIT ?""",
-    "bigram": """SELECT rowid, rank, 'text', NULL FROM messages_fts_cjk
+    "bigram": """SELECT rowid AS id, rank, 'text' AS origin, NULL AS snippet FROM messages_fts_cjk
 WHERE messages_fts_cjk MATCH ? ORDER BY rank LIMIT ?""",
 }
 # A bigram-only query has no FTS5 snippet to collect on the way, so its top rows are a CTE of
 # the page statement itself; ``tie_cut`` says the cut fell inside a group of equal ranks (the
-# page is then run again with a deeper cut, as ``search.statements`` does for
-# the other routes).
+# page is then run again with a deeper cut, as ``search.statements`` does for the other
+# routes).
 _BIGRAM_TOP_CTE = """top(id, rank) AS MATERIALIZED (
   SELECT rowid, rank FROM messages_fts_cjk WHERE messages_fts_cjk MATCH ? ORDER BY rank LIMIT ?),
 """
@@ -99,44 +103,9 @@ _ALL_COLUMNS = ("m.content", "m.tool_name", "m.tool_calls")
 _SCOPE_COLUMNS = ("sc.text", "sc.tool_name")
 
 
-class TopRow(NamedTuple):
-    """A row of a ``_TOP`` statement: one of an index's best hits."""
-
-    id: int
-    rank: float
-    origin: str
-    snippet: str | None
-
-
-class PageRow(NamedTuple):
-    """A row of the page statement, read by name; the statement's select list is made from
-    these names (``_PAGE_SELECT``), so the two cannot disagree."""
-
-    id: int
-    session_id: str
-    role: str | None
-    timestamp: float | None
-    tool_name: str | None
-    source: str | None
-    model: str | None
-    started_at: float | None
-    best: float
-    origin: str
-    fts_snippet: str | None
-    content: str | None
-    tool_calls: str | None
-    ctx_self: str | None
-    prev_id: int | None
-    prev_role: str | None
-    prev_text: str | None
-    next_id: int | None
-    next_role: str | None
-    next_text: str | None
-    tie_cut: int
-
-
-# ``content`` and ``tool_calls`` only where the snippet is made from the stored text; the
-# neighbours' text is cut in SQL (``_CONTEXT_TEXT``, filled in per statement).
+# The page statement's columns, in select order (name -> expression). ``content`` and
+# ``tool_calls`` only where the snippet is made from the stored text; the neighbours' text is cut
+# in SQL (``_CONTEXT_TEXT``, filled in per statement).
 _PAGE_OUTPUT = {
     "id": "page.id", "session_id": "page.session_id", "role": "page.role",
     "timestamp": "page.timestamp", "tool_name": "page.tool_name", "source": "page.source",
@@ -149,12 +118,26 @@ _PAGE_OUTPUT = {
     "next_id": "n.id", "next_role": "n.role", "next_text": "{ctx_n}",
     "tie_cut": "{tie_cut}",
 }
-_PAGE_SELECT = ",\n  ".join(f"{_PAGE_OUTPUT[name]} AS {name}" for name in PageRow._fields)
+PAGE_COLUMNS = tuple(_PAGE_OUTPUT)
+_PAGE_SELECT = ",\n  ".join(f"{expr} AS {name}" for name, expr in _PAGE_OUTPUT.items())
+
+
+def page_columns(*names: str) -> Callable[[Sequence[Any]], Any]:
+    """A reader of the named columns of a page row: their values in the order asked (the value
+    itself for one name). Rows stay plain tuples: a named tuple per row cost as much as all the
+    other Python work of a page."""
+    return itemgetter(*(PAGE_COLUMNS.index(name) for name in names))
+
+
+def top_columns(*names: str) -> Callable[[Sequence[Any]], Any]:
+    """A reader of the named columns of a ``_TOP`` row, as :func:`page_columns`."""
+    return itemgetter(*(TOP_COLUMNS.index(name) for name in names))
+
 
 # One statement for the page: hits are merged, filtered, ordered and cut, and only then are
 # snippets (FTS5's, for index hits), stored text (for the others) and neighbours looked up, for
 # the page's rows alone. Row values let each neighbour be one seek in idx_messages_session.
-# The select list is ``PageRow``'s fields, each named.
+# The select list is ``PAGE_COLUMNS``, each named.
 _PAGE = """
 WITH {top}hits(id, rank, origin) AS MATERIALIZED ({hits}),
 matched AS MATERIALIZED (
@@ -374,7 +357,7 @@ def top_hits(extra: Sequence[Sql]) -> Sql:
 def top_parts(route: str, tree: Node,
               layout: SearchLayout) -> tuple[list[Sql], list[Sql]] | None:
     """Ranked statements of a single-route query (each cut to its best rows by a last bound
-    LIMIT, rows in ``TopRow``'s order) and the bounded parts that join them unranked; None when
+    LIMIT, columns ``TOP_COLUMNS``) and the bounded parts that join them unranked; None when
     the route has no such shortcut."""
     if layout.window is not None:
         return None
@@ -410,7 +393,7 @@ class Filters:
 
 def page_statement(hits: Sql, tree: Node, layout: SearchLayout, order: str, filters: Filters,
                    limit: int, offset: int, top: tuple[str, int] | None = None) -> Sql:
-    """The page of ``hits`` in ``PageRow``'s columns; ``top`` (a bigram MATCH and how deep to
+    """The page of ``hits`` in ``PAGE_COLUMNS``; ``top`` (a bigram MATCH and how deep to
     cut it) makes the hits that index's best rows, with a ``tie_cut`` flag (``_BIGRAM_TOP_CTE``)."""
     params: list[Any] = [*top] if top else []
     params += hits.params

@@ -35,7 +35,7 @@ from hermes_store.db.catalog import SearchLayout
 from hermes_store.search import language, sqlite
 from hermes_store.search.language import Node, Term
 from hermes_store.search.snippets import snippet_from_text
-from hermes_store.search.sqlite import CONTEXT_CHARS, Filters, PageRow, Sql, TopRow
+from hermes_store.search.sqlite import CONTEXT_CHARS, Filters, Sql
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,16 @@ EXCLUDED_SOURCES = frozenset(("cron", "subagent"))
 # messages) is settled without a second query.
 TIE_SLACK = 16
 MULTIMODAL_PLACEHOLDER = "[multimodal content]"
+
+Row = tuple[Any, ...]
+# Rows are read by column name through these (see ``sqlite.page_columns``).
+_HIT = sqlite.page_columns("id", "session_id", "role", "timestamp", "tool_name", "source", "model",
+                           "started_at", "origin", "fts_snippet", "content", "tool_calls")
+_CONTEXT = sqlite.page_columns("id", "role", "ctx_self", "prev_id", "prev_role", "prev_text",
+                               "next_id", "next_role", "next_text")
+_TIE_CUT = sqlite.page_columns("tie_cut")
+_TOP_HIT = sqlite.top_columns("id", "rank", "snippet")
+_TOP_RANK = sqlite.top_columns("rank")
 
 
 def _fetch(conn: Connection, statement: Sql) -> list[Any]:
@@ -117,40 +127,44 @@ def _context_text(content: str | None) -> str:
     return content[:CONTEXT_CHARS]
 
 
-def _context(row: PageRow) -> list[dict[str, str]]:
+def _context(row: Row) -> list[dict[str, str]]:
     """The hit and its neighbours in the session; ``[]`` if a neighbour cannot be read."""
+    (hit_id, role, ctx_self, prev_id, prev_role, prev_text, next_id, next_role,
+     next_text) = _CONTEXT(row)
     try:
         out = []
-        if row.prev_id is not None:
-            out.append({"role": row.prev_role, "content": _context_text(row.prev_text)})
-        if row.role is not None:
-            out.append({"role": row.role, "content": _context_text(row.ctx_self)})
-        if row.next_id is not None:
-            out.append({"role": row.next_role, "content": _context_text(row.next_text)})
+        if prev_id is not None:
+            out.append({"role": prev_role, "content": _context_text(prev_text)})
+        if role is not None:
+            out.append({"role": role, "content": _context_text(ctx_self)})
+        if next_id is not None:
+            out.append({"role": next_role, "content": _context_text(next_text)})
         return out
     except (ValueError, TypeError) as err:
-        log.warning("search context unavailable for message %s: %s", row.id, err)
+        log.warning("search context unavailable for message %s: %s", hit_id, err)
         return []
 
 
-def _hit(row: PageRow, terms: list[str], known: dict[int, str]) -> dict[str, Any]:
+def _hit(row: Row, terms: list[str], known: dict[int, str]) -> dict[str, Any]:
     """The result dict of one page row."""
-    if row.id in known:
-        snippet = known[row.id]
-    elif row.origin == "text":
-        snippet = snippet_from_text([row.content, row.tool_name, row.tool_calls], terms)
+    (hit_id, session_id, role, timestamp, tool_name, source, model, started_at, origin,
+     fts_snippet, content, tool_calls) = _HIT(row)
+    if hit_id in known:
+        snippet = known[hit_id]
+    elif origin == "text":
+        snippet = snippet_from_text([content, tool_name, tool_calls], terms)
     else:
-        snippet = row.fts_snippet or ""
-    return {"id": row.id, "session_id": row.session_id, "role": row.role, "snippet": snippet,
-            "timestamp": row.timestamp, "tool_name": row.tool_name, "source": row.source,
-            "model": row.model, "session_started": row.started_at, "context": _context(row)}
+        snippet = fts_snippet or ""
+    return {"id": hit_id, "session_id": session_id, "role": role, "snippet": snippet,
+            "timestamp": timestamp, "tool_name": tool_name, "source": source, "model": model,
+            "session_started": started_at, "context": _context(row)}
 
 
 def _page(conn: Connection, hits: Sql, tree: Node, layout: SearchLayout, order: str,
           filters: Filters, limit: int, offset: int,
-          top: tuple[str, int] | None = None) -> list[PageRow]:
-    page = sqlite.page_statement(hits, tree, layout, order, filters, limit, offset, top)
-    return list(map(PageRow._make, _fetch(conn, page)))
+          top: tuple[str, int] | None = None) -> list[Row]:
+    return _fetch(conn, sqlite.page_statement(hits, tree, layout, order, filters, limit, offset,
+                                              top))
 
 
 def _normalize_sort(sort: object) -> str | None:
@@ -186,13 +200,13 @@ def search_messages(db: Session | Connection, query: str | None, *,
         return []
 
 
-def _top_rows(conn: Connection, top: Sql, wanted: int) -> list[TopRow]:
+def _top_rows(conn: Connection, top: Sql, wanted: int) -> list[Row]:
     """The best ``wanted`` rows of a ranked part, plus every row tied with the last of them
     (so the timestamp tie-break of the final order stays exact)."""
     fetch = wanted + TIE_SLACK
     while True:
-        rows = list(map(TopRow._make, _fetch(conn, Sql(top.text, [*top.params, fetch]))))
-        if len(rows) < fetch or rows[-1].rank != rows[wanted - 1].rank:
+        rows = _fetch(conn, Sql(top.text, [*top.params, fetch]))
+        if len(rows) < fetch or _TOP_RANK(rows[-1]) != _TOP_RANK(rows[wanted - 1]):
             return rows
         fetch *= 2
 
@@ -205,10 +219,11 @@ def _top_candidates(conn: Connection, parts: list[Sql], wanted: int,
     snippets: dict[int, str] = {}
     for part in parts:
         for row in _top_rows(conn, part, wanted):
-            if row.id not in best or row.rank < best[row.id][0]:
-                best[row.id] = (row.rank, "done" if row.snippet else "text")
-            if row.snippet:
-                snippets[row.id] = row.snippet
+            row_id, rank, snippet = _TOP_HIT(row)
+            if row_id not in best or rank < best[row_id][0]:
+                best[row_id] = (rank, "done" if snippet else "text")
+            if snippet:
+                snippets[row_id] = snippet
     return sqlite.candidate_hits(best, extra), snippets
 
 
@@ -242,19 +257,19 @@ def _search(conn: Connection, tree: Node, filters: Filters, limit: int, offset: 
 
 
 def _bigram_page(conn: Connection, tree: Node, layout: SearchLayout, extra: list[Sql],
-                 limit: int, offset: int) -> list[PageRow]:
+                 limit: int, offset: int) -> list[Row]:
     """The ranked page of a bigram-only query in one statement, cut deeper while ties demand."""
     match, fetch = sqlite.bigram_match(tree), offset + limit + TIE_SLACK
     hits = sqlite.top_hits(extra)
     while True:
         page = _page(conn, hits, tree, layout, "rank", Filters(), limit, offset,
                      top=(match, fetch))
-        if not page or not page[0].tie_cut:
+        if not page or not _TIE_CUT(page[0]):
             return page
         fetch *= 2
 
 
-def _results(page: list[PageRow], tree: Node, known: dict[int, str]) -> list[dict[str, Any]]:
+def _results(page: list[Row], tree: Node, known: dict[int, str]) -> list[dict[str, Any]]:
     if not page:
         return []
     terms = [t.text for t in language.positive_terms(tree)]
