@@ -9,8 +9,8 @@ import pytest
 from cli_support import add_session, held_by_other_process, run, run_json, sha256
 
 from hermes_store import SessionDB
+from hermes_store.db import catalog, migrate
 from hermes_store.db import engine as eng
-from hermes_store.db import migrate
 from hermes_store.ops import repair as recovery
 from hermes_store.ops import storage
 
@@ -50,7 +50,7 @@ def test_the_write_probe_leaves_no_trace(store: Path) -> None:
 
 
 def test_orphan_shadow_tables_are_found_then_dropped_after_a_backup(store: Path) -> None:
-    base = next(t for t in migrate.KNOWN_FTS_TABLES if t not in _tables(store))
+    base = next(t for t in catalog.FTS_TABLES if t not in _tables(store))
     con = sqlite3.connect(store)
     with con:
         con.execute(f'CREATE TABLE "{base}_data" (id INTEGER PRIMARY KEY, block BLOB)')

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from hermes_store.db.engine import open_engine, reading, run_write
 from hermes_store.repo import bigrams
 from hermes_store.search import statements as search_module
+from hermes_store.search.sqlite import PAGE_COLUMNS, TOP_COLUMNS
 from hermes_store.search.statements import search_messages
 
 LONG_TOOL_OUTPUT = "CONTAINER ID   IMAGE\n" + "x" * 9000 + " deepneedle"
@@ -350,9 +351,9 @@ def test_no_route_scans_the_whole_messages_table(store, monkeypatch, query: str)
     seen: list[tuple[str, tuple]] = []
     real = search_module._fetch
 
-    def recording(conn, sql, params=(), **kw):
-        seen.append((sql, tuple(params)))
-        return real(conn, sql, params, **kw)
+    def recording(conn, statement, **kw):
+        seen.append((statement.text, tuple(statement.params)))
+        return real(conn, statement, **kw)
 
     monkeypatch.setattr(search_module, "_fetch", recording)
     run(path, query)
@@ -365,3 +366,44 @@ def test_no_route_scans_the_whole_messages_table(store, monkeypatch, query: str)
             assert not full_scans, (query, sql, plan)
     finally:
         con.close()
+
+
+@pytest.mark.parametrize("query", ["docker deployment", "记忆系统", "昨晚", "python NOT 日本",
+                                   "广西 OR 桂林 OR travel"])
+def test_rows_carry_the_column_names_they_are_read_by(store, monkeypatch,
+                                                      query: str) -> None:
+    path, _ = store
+    named: list[list[str]] = []
+    real = search_module._fetch
+
+    def describing(conn, statement, **kw):
+        cursor = conn.connection.driver_connection.cursor()
+        try:
+            cursor.execute(statement.text, tuple(statement.params))
+            named.append([d[0] for d in cursor.description])
+        finally:
+            cursor.close()
+        return real(conn, statement, **kw)
+
+    monkeypatch.setattr(search_module, "_fetch", describing)
+    assert run(path, query)
+    wide = [names for names in named if len(names) > 1]
+    assert list(PAGE_COLUMNS) in wide
+    assert all(names in (list(PAGE_COLUMNS), list(TOP_COLUMNS)) for names in wide), wide
+
+
+@pytest.mark.parametrize("query", ["python NOT 日本", "广西 OR 桂林 OR travel",
+                                   "docker OR 记忆系统"])
+def test_a_terms_id_set_is_computed_without_scores(store, monkeypatch, query: str) -> None:
+    path, _ = store
+    seen: list[str] = []
+    real = search_module._fetch
+
+    def recording(conn, statement, **kw):
+        seen.append(statement.text)
+        return real(conn, statement, **kw)
+
+    monkeypatch.setattr(search_module, "_fetch", recording)
+    assert run(path, query)
+    id_sets = [text for text in seen if text.startswith("WITH h(id, rank, origin)")]
+    assert id_sets and not [text for text in id_sets if "bm25(" in text]

@@ -90,14 +90,15 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("ops/stats.py", "_one_session", "where"): "one of the fixed fragments chosen by its callers",
     ("ops/stats.py", "_one_session", "order"): "'ASC' or 'DESC' chosen by its callers",
     ("ops/stats.py", "_fts_structure", "table"): "an fts5 table name read from sqlite_master",
-    ("ops/stats.py", "_columns", "table"): "a table of REQUIRED_COLUMNS (fixed)",
     ("ops/storage.py", "_drain_chunk", "table"): "a retired index name from RETIRED (fixed)",
     ("ops/storage.py", "_remaining", "table"): "a retired index name from RETIRED (fixed)",
     ("ops/storage.py", "_drop", "table"): "a retired index name from RETIRED (fixed)",
     ("ops/recover.py", "_prepare_table", "decl"):
         "a column type from the source schema, matched against [A-Za-z ()0-9,]* first",
-    ("search/statements.py", "_term_ids", "hits.text"): "_Sql composed from fixed fragments only",
-    ("search/statements.py", "_page", "hits.text"): "_Sql composed from fixed fragments only",
+    ("search/statements.py", "_fetch", "statement.text"):
+        "an Sql of search.sqlite, composed from fixed fragments only",
+    ("db/migrate.py", "drop_orphan_fts_shadows", "shadow"):
+        "a shadow table name of catalog.FTS_TABLES (fixed), present in the schema",
     ("db/derived.py", "recreate_missing", "obj.sql"): "the fixed DDL constants of layout.OBJECTS",
     ("ops/storage.py", "integrity_problems", "quoted"):
         "a table name present in sqlite_master (checked just before), quoted",

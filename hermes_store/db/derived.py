@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
+from hermes_store.db import catalog
 from hermes_store.content import MARKER_BYTES, marker_sql
 
 # The trigram tokenizer ships with FTS5 from SQLite 3.34; revision 0015 leaves the trigram
@@ -261,8 +262,6 @@ OBJECTS: tuple[LayoutObject, ...] = (
     LayoutObject("trigger", "messages_cjk_session_bd", CJK_SESSION_BD),
 )
 
-_SCHEMA = "SELECT type, name FROM sqlite_master"
-
 
 def expected_objects(*, trigram: bool = TRIGRAM_AVAILABLE) -> tuple[LayoutObject, ...]:
     """The objects a head store has on a runtime with (or without) the trigram tokenizer."""
@@ -274,7 +273,7 @@ def missing_objects(conn: Connection) -> list[str]:
 
     An object of the right name but another type counts as missing: it cannot serve.
     """
-    present = {(r[0], r[1]) for r in conn.exec_driver_sql(_SCHEMA)}
+    present = {(o.type, o.name) for o in catalog.objects(conn)}
     return [o.name for o in expected_objects() if (o.type, o.name) not in present]
 
 

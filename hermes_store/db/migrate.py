@@ -33,9 +33,10 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, inspect
+from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
 
+from hermes_store.db import catalog
 from hermes_store.db.engine import (
     READ_COMMITTED,
     lock_for_migration,
@@ -67,11 +68,6 @@ LEGACY_REVISIONS: dict[int, str] = {
 # and our later revisions add only what is missing.
 LEGACY_MAX_KNOWN = 11
 
-FTS_SHADOW_SUFFIXES = ("_data", "_idx", "_content", "_docsize", "_config")
-# Only these names are treated as ours: a user table called "app_config" is never touched.
-KNOWN_FTS_TABLES = ("messages_fts", "messages_fts_trigram", "messages_fts_cjk",
-                    "messages_fts_trigram_old", "messages_fts_old",
-                    "messages_fts_cjk_old")
 UPGRADE_BUDGET_S = 60.0
 # Modelled tables that only an explicit opt-in creates (db/topics.py), never an upgrade.
 OPT_IN_TABLES = frozenset({"telegram_dm_topic_mode", "telegram_dm_topic_bindings"})
@@ -137,19 +133,11 @@ class SchemaStatus:
         return self.state
 
 
-def _tables(conn: Connection) -> set[str]:
-    if conn.dialect.name != "sqlite":
-        found = inspect(conn)
-        return set(found.get_table_names()) | set(found.get_view_names())
-    return {r[0] for r in conn.exec_driver_sql(
-        "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
-
-
 def status_of(conn: Connection, location: str | None = None) -> SchemaStatus:
     location = location or script_location()
     script = ScriptDirectory(location)
     head = head_revision(location)
-    tables = _tables(conn)
+    tables = catalog.relations(conn)
     if "alembic_version" in tables:
         current = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
         if current == head:
@@ -325,7 +313,7 @@ def prepare_for_upgrade(conn: Connection, context: MigrationContext,
     if conn.dialect.name != "sqlite":
         return
     drop_orphan_fts_shadows(conn)
-    tables = _tables(conn)
+    tables = catalog.relations(conn)
     if "alembic_version" in tables or "schema_version" not in tables:
         return
     version = conn.exec_driver_sql("SELECT MAX(version) FROM schema_version").scalar()
@@ -340,17 +328,10 @@ def drop_orphan_fts_shadows(conn: Connection) -> list[str]:
 
     An interrupted DROP (or ``.recover``) can leave ``X_data``/``X_idx``/… behind; every later
     ``CREATE VIRTUAL TABLE X`` then fails with "already exists". Only our known index names are
-    considered, and a shadow is dropped only when ``X`` itself is absent.
+    considered (``catalog.orphan_fts_shadows``), and a shadow is dropped only when ``X`` itself
+    is absent.
     """
-    names = {r[0]: (r[1] or "") for r in conn.exec_driver_sql(
-        "SELECT name, sql FROM sqlite_master WHERE type = 'table'")}
-    dropped = []
-    for base in KNOWN_FTS_TABLES:
-        if base in names:
-            continue
-        for suffix in FTS_SHADOW_SUFFIXES:
-            shadow = base + suffix
-            if shadow in names:
-                conn.exec_driver_sql(f'DROP TABLE "{shadow}"')
-                dropped.append(shadow)
+    dropped = catalog.orphan_fts_shadows(catalog.tables(conn))
+    for shadow in dropped:
+        conn.exec_driver_sql(f'DROP TABLE "{shadow}"')
     return dropped

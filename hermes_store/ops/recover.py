@@ -36,7 +36,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, exc
 
-from hermes_store.db import migrate, topics
+from hermes_store.db import catalog, migrate, topics
 from hermes_store.db.engine import (
     FILE_MODE,
     checkpoint,
@@ -48,7 +48,6 @@ from hermes_store.db.engine import (
 )
 from hermes_store.db.models import Base
 from hermes_store.errors import OutputError, StoreNotFoundError, UsageError
-from hermes_store.ops import storage
 from hermes_store.ops.backup import copy_with_sidecars, require_free_space, store_bytes
 from hermes_store.ops.holders import SIDECAR_SUFFIXES, ensure_not_held
 from hermes_store.version import __version__
@@ -126,22 +125,9 @@ def _q(name: str) -> str:
 # --------------------------------------------------------------------------- reading the copy
 
 
-def _tables(src: sqlite3.Connection) -> dict[str, str]:
-    return {r[0]: r[1] or "" for r in src.execute(
-        "SELECT name, sql FROM sqlite_master WHERE type = 'table'")}
-
-
-def _fts_related(tables: dict[str, str]) -> set[str]:
-    virtual = {n for n, sql in tables.items() if sql.lstrip().upper().startswith("CREATE VIRTUAL")}
-    bases = virtual | set(migrate.KNOWN_FTS_TABLES)
-    shadows = {b + s for b in bases for s in migrate.FTS_SHADOW_SUFFIXES}
-    return virtual | (shadows & set(tables))
-
-
 def _columns(conn: sqlite3.Connection | Connection, table: str) -> list[tuple[str, str]]:
-    sql = f"PRAGMA table_info({_q(table)})"
-    rows = conn.execute(sql) if isinstance(conn, sqlite3.Connection) else conn.exec_driver_sql(sql)
-    return [(r[1], r[2] or "") for r in rows]
+    _q(table)  # an odd name is refused before anything reads it
+    return [(c.name, c.type) for c in catalog.columns(conn, table)]
 
 
 def _read_chunk(src: sqlite3.Connection, sql: str, lo: int, hi: int, table: str,
@@ -358,7 +344,7 @@ class _Copier:
 
 def _inspect(src: sqlite3.Connection, report: RecoveryReport) -> None:
     tables: dict[str, Any] = {}
-    for name in sorted(_tables(src)):
+    for name in sorted(catalog.table_definitions(src)):
         try:
             tables[name] = {"rows": src.execute(f"SELECT COUNT(*) FROM {_q(name)}").fetchone()[0]}
         except (sqlite3.DatabaseError, ValueError) as err:
@@ -449,7 +435,7 @@ def _salvage(copy: Path, out_path: Path, report: RecoveryReport, chunk: int, all
     src = sqlite3.connect(copy, isolation_level=None)
     try:
         try:
-            tables = _tables(src)
+            tables = catalog.table_definitions(src)
         except sqlite3.DatabaseError as err:
             tables = _damaged_schema(src, report, err, allow_partial or inspect_only)
             if tables is None:
@@ -464,8 +450,8 @@ def _salvage(copy: Path, out_path: Path, report: RecoveryReport, chunk: int, all
         os.chmod(out_path, FILE_MODE)
         engine = open_engine(out_path)
         with reading(engine) as conn:
-            fresh = storage.tables(conn)
-        skip = _SKIP_TABLES | _fts_related(tables)
+            fresh = catalog.tables(conn)
+        skip = _SKIP_TABLES | catalog.fts_owned(tables)
         canonical = [t for t in Base.metadata.tables if t in tables]
         # Modelled tables a fresh store lacks (the opt-in ones) are canonical, copied once.
         extras = sorted(t for t in tables if t not in fresh and t not in skip
@@ -509,7 +495,7 @@ def _damaged_schema(src: sqlite3.Connection, report: RecoveryReport, err: Except
     the scratch copy, and nothing is ever written to it."""
     try:
         src.execute("PRAGMA writable_schema = ON")
-        tables = _tables(src)
+        tables = catalog.table_definitions(src)
     except sqlite3.DatabaseError as again:
         report.status = "nothing"
         report.errors.append(f"the schema cannot be read ({again}); nothing can be salvaged "

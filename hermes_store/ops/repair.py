@@ -26,8 +26,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, exc
 
+from hermes_store.db import catalog, migrate
 from hermes_store.db import derived as layout
-from hermes_store.db import migrate
+from hermes_store.db.catalog import SchemaObject
 from hermes_store.db.engine import is_lock_error, open_engine, run_write
 from hermes_store.errors import StoreDamagedError, StoreNotFoundError
 from hermes_store.ops import storage
@@ -40,7 +41,6 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TRIGGER_TARGET = re.compile(
     r"\b(?:INSERT\s+(?:OR\s+\w+\s+)?INTO|REPLACE\s+INTO|DELETE\s+FROM|UPDATE(?:\s+OR\s+\w+)?)"
     r"\s+(?:main\s*\.\s*)?[\"`\[]?([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
-_FTS_SQL = re.compile(r"^\s*CREATE\s+VIRTUAL\s+TABLE\b.*\bUSING\s+fts5\b", re.I | re.S)
 PROBE_TEXT = "hermes-store repair write probe"
 NEXT_STEPS = ("hermes-store recover --source {path} --output NEW.db --inspect-only",
               "hermes-store recover --source {path} --output NEW.db --allow-partial")
@@ -107,39 +107,28 @@ def _message(err: BaseException) -> str:
 # --------------------------------------------------------------------------- schema reading
 
 
-def schema_rows(conn: Connection) -> list[tuple[str, str, str, str]]:
-    return [(r[0], r[1], r[2], r[3] or "") for r in conn.exec_driver_sql(
-        "SELECT type, name, tbl_name, sql FROM sqlite_master")]
-
-
-def fts5_tables(rows: list[tuple[str, str, str, str]]) -> list[str]:
-    return sorted(n for t, n, _, sql in rows if t == "table" and _FTS_SQL.match(sql))
-
-
-def orphan_shadows(rows: list[tuple[str, str, str, str]]) -> list[str]:
+def orphan_shadows(rows: list[SchemaObject]) -> list[str]:
     """What ``migrate.drop_orphan_fts_shadows`` would drop, found without dropping it."""
-    tables = {n for t, n, _, _ in rows if t == "table"}
-    return [base + s for base in migrate.KNOWN_FTS_TABLES if base not in tables
-            for s in migrate.FTS_SHADOW_SUFFIXES if base + s in tables]
+    return catalog.orphan_fts_shadows(o.name for o in rows if o.type == "table")
 
 
-def dead_triggers(rows: list[tuple[str, str, str, str]]) -> dict[str, list[str]]:
+def dead_triggers(rows: list[SchemaObject]) -> dict[str, list[str]]:
     """Triggers whose body writes to a table or view that no longer exists."""
-    names = {n.lower() for t, n, _, _ in rows if t in ("table", "view")}
+    names = {o.name.lower() for o in rows if o.type in ("table", "view")}
     dead: dict[str, list[str]] = {}
-    for kind, name, _, sql in rows:
-        if kind != "trigger":
+    for obj in rows:
+        if obj.type != "trigger":
             continue
-        body = re.split(r"\bBEGIN\b", sql, maxsplit=1, flags=re.I)
+        body = re.split(r"\bBEGIN\b", obj.sql, maxsplit=1, flags=re.I)
         targets = _TRIGGER_TARGET.findall(body[1] if len(body) > 1 else "")
         gone = sorted({t for t in targets if t.lower() not in names})
         if gone:
-            dead[name] = gone
+            dead[obj.name] = gone
     return dead
 
 
 def duplicate_schema_rows(path: Path) -> list[tuple[str, str, int]]:
-    """Duplicate ``sqlite_master`` entries, read with ``writable_schema`` so parsing is skipped.
+    """Duplicate catalog entries, read with ``writable_schema`` so parsing is skipped.
 
     A plain connection is used on purpose: with a duplicate row every prepared statement fails
     at schema parse, including the engine's own connection pragmas.
@@ -148,9 +137,7 @@ def duplicate_schema_rows(path: Path) -> list[tuple[str, str, int]]:
                           isolation_level=None)
     try:
         con.execute("PRAGMA writable_schema=ON")
-        return [(r[0], r[1], int(r[2])) for r in con.execute(
-            "SELECT type, name, COUNT(*) FROM sqlite_master GROUP BY type, name "
-            "HAVING COUNT(*) > 1")]
+        return catalog.duplicate_entries(con)
     except sqlite3.DatabaseError:
         return []
     finally:
@@ -252,7 +239,7 @@ def probe_store(path: str | Path, *, full: bool = False) -> list[Probe]:
         engine.dispose()
         with engine.connect() as conn:
             with conn.begin():
-                rows = schema_rows(conn)
+                rows = catalog.objects(conn)
     except (exc.DBAPIError, sqlite3.DatabaseError) as err:
         text = _message(err)
         dups = duplicate_schema_rows(p) if "malformed database schema" in text else []
@@ -274,8 +261,8 @@ def probe_store(path: str | Path, *, full: bool = False) -> list[Probe]:
             "; ".join(f"{t} writes to missing {', '.join(g)}" for t, g in dead.items()) or "none",
             "hermes-store repair" if dead else None))
         probes.append(_probe_layout(conn))
-        probes += _probe_fts(conn, fts5_tables(rows))
-        tables = {n for t, n, _, _ in rows if t == "table"}
+        probes += _probe_fts(conn, catalog.fts5_in(rows))
+        tables = {o.name for o in rows if o.type == "table"}
         if {"sessions", "messages"} <= tables:
             probes.append(_probe_write(conn))
         elif tables - {"sqlite_sequence"}:
@@ -294,9 +281,7 @@ def _schema_surgery(path: Path, dups: list[tuple[str, str, int]]) -> list[str]:
         con.execute("PRAGMA writable_schema=ON")
         con.execute("BEGIN IMMEDIATE")
         for kind, name, _ in dups:
-            con.execute("DELETE FROM sqlite_master WHERE type = ? AND name = ? AND rowid > "
-                        "(SELECT MIN(rowid) FROM sqlite_master WHERE type = ? AND name = ?)",
-                        (kind, name, kind, name))
+            catalog.drop_duplicate_entries(con, kind, name)
         con.execute("COMMIT")
         con.execute("PRAGMA writable_schema=RESET")
     finally:
@@ -326,7 +311,7 @@ def _reindex_external(conn: Connection, table: str, sql: str) -> None:
     content, rowid = _CONTENT_OPT.search(sql), _ROWID_OPT.search(sql)
     if content is None or not content.group(1):
         raise StoreDamagedError(f"{table} stores no content it could be rebuilt from")
-    cols = [r[1] for r in conn.exec_driver_sql(f"PRAGMA table_info({_quote(table)})")]
+    cols = [c.name for c in catalog.columns(conn, table)]
     key = rowid.group(1) if rowid else "rowid"
     names = ", ".join(map(_quote, cols))
     where, params = "", ()
@@ -346,8 +331,9 @@ def _rebuild_fts(conn: Connection) -> list[str]:
     if error is None:
         return ["rebuilt the search indexes (storage.rebuild_indexes)"]
     done = [f"storage.rebuild_indexes failed ({error}); rebuilding index by index"]
-    sql_of = {n: sql for t, n, _, sql in schema_rows(conn) if t == "table"}
-    for table in fts5_tables(schema_rows(conn)):
+    found = catalog.objects(conn)
+    sql_of = {o.name: o.sql for o in found if o.type == "table"}
+    for table in catalog.fts5_in(found):
         stmt = f"INSERT INTO {_quote(table)}({_quote(table)}) VALUES ('rebuild')"
         error = _attempt(conn, lambda: conn.exec_driver_sql(stmt))
         if error is not None:
@@ -399,7 +385,7 @@ def _fix_in_place(engine: Engine, probes: list[Probe]) -> list[str]:
         actions.clear()
         dropped = migrate.drop_orphan_fts_shadows(conn)
         actions.extend(f"dropped orphan FTS shadow table {t}" for t in dropped)
-        for trigger in dead_triggers(schema_rows(conn)):
+        for trigger in dead_triggers(catalog.objects(conn)):
             conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {_quote(trigger)}")
             actions.append(f"dropped trigger {trigger} (its target table is gone)")
         actions.extend(_recreate_layout(conn))

@@ -17,8 +17,9 @@ from typing import Any
 
 from sqlalchemy import Connection, exc, func, select
 
+from hermes_store.db import catalog
 from hermes_store.db import derived as layout
-from hermes_store.db.migrate import FTS_SHADOW_SUFFIXES, status_of
+from hermes_store.db.migrate import status_of
 from hermes_store.db.models import ChatSession
 from hermes_store.errors import SchemaMismatchError
 from hermes_store.repo.lineage import SANE_FUTURE_S, SANE_MIN_TS, last_activity
@@ -36,8 +37,6 @@ _sessions = ChatSession.__table__
 REQUIRED_COLUMNS = {"sessions": ("archived", "pinned", "ended_at", "source", "started_at"),
                     "messages": ("compacted", "session_id")}
 
-_FTS_TABLES_SQL = ("SELECT name FROM sqlite_master WHERE type = 'table' "
-                   "AND lower(sql) LIKE 'create virtual table%using fts5%' ORDER BY name")
 # aggregate=TRUE (SQLite 3.31+) returns one row per object instead of one per page.
 _DBSTAT_SQL = "SELECT name, pgsize FROM dbstat WHERE aggregate = TRUE"
 
@@ -150,20 +149,11 @@ def wal_state(path: Path) -> WalState:
     return WalState(state, size, mx_frame, backfill)
 
 
-def fts_tables(conn: Connection) -> list[str]:
-    return [r[0] for r in conn.exec_driver_sql(_FTS_TABLES_SQL)]
-
-
-def _columns(conn: Connection, table: str) -> set[str]:
-    # ``table`` comes from REQUIRED_COLUMNS, a fixed set.
-    return {r[1] for r in conn.exec_driver_sql(f"PRAGMA table_info({table})")}
-
-
 def probe_columns(conn: Connection) -> list[str]:
     """``table.column`` names stats needs that the store lacks (behind the code)."""
     missing = []
     for table, cols in REQUIRED_COLUMNS.items():
-        have = _columns(conn, table)
+        have = {c.name for c in catalog.columns(conn, table)}
         missing += [f"{table}.{c}" for c in cols if c not in have]
     return missing
 
@@ -174,9 +164,9 @@ def space_usage(conn: Connection, page_size: int, page_count: int) -> Space:
         rows = conn.exec_driver_sql(_DBSTAT_SQL).all()
     except exc.DBAPIError as err:
         return Space(False, note=f"per-table sizes unavailable: this SQLite has no dbstat ({err.orig})")
-    master = {r[0]: (r[1], r[2]) for r in conn.exec_driver_sql(
-        "SELECT name, type, tbl_name FROM sqlite_master")}
-    shadow_of = {f"{t}{s}": t for t in fts_tables(conn) for s in FTS_SHADOW_SUFFIXES}
+    found = catalog.objects(conn)
+    master = {o.name: (o.type, o.table) for o in found}
+    shadow_of = {s: t for t in catalog.fts5_in(found) for s in catalog.shadow_tables(t)}
     items: list[SpaceItem] = []
     for name, size in rows:
         kind, table = master.get(name, ("table", name))  # sqlite_schema is not listed in itself
@@ -216,8 +206,7 @@ def _layout_state(conn: Connection, markers: dict[str, str], fts: list[str]) -> 
     stamp = next((v for k, v in sorted(markers.items()) if "layout" in k), None)
     if stamp:
         return stamp
-    word_sql = conn.exec_driver_sql(
-        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'messages_fts'").scalar()
+    word_sql = catalog.table_sql(conn, "messages_fts")
     compact_sql = "".join((word_sql or "").split()).lower()
     if word_sql is not None and "messages_fts_src" not in compact_sql:
         return "legacy (inline)" if "content=" not in compact_sql else "legacy (external content)"
@@ -235,7 +224,7 @@ def layout_info(conn: Connection) -> dict[str, Any]:
     """The derived-index layout as recorded in ``state_meta``; any keys may be absent."""
     markers = state_markers(conn)
     relevant = {k: v for k, v in markers.items() if "fts" in k or "layout" in k}
-    present = fts_tables(conn)
+    present = catalog.fts5_tables(conn)
     info: dict[str, Any] = {"version": _layout_state(conn, relevant, present), "markers": relevant,
                             "fts_tables": present, "backfill": None}
     high, progress = relevant.get("fts_rebuild_high_water"), relevant.get("fts_rebuild_progress")
@@ -418,7 +407,7 @@ def _fts_structure(conn: Connection, table: str) -> Finding:
     """Read every term instance of the index: a read-only stand-in for FTS5 integrity-check,
     which is an INSERT and so needs the write lock; ``repair --check-only`` runs the real one."""
     try:
-        # ``table`` comes from sqlite_master's fts5 entries, not from user input.
+        # ``table`` is one of the catalog's fts5 tables, not user input.
         conn.exec_driver_sql(_VOCAB_CREATE.format(t=f'"{table}"'))
         count = conn.exec_driver_sql(_VOCAB_SCAN).scalar()
         return Finding(f"fts:{table}", "ok", f"index readable ({count} term instances)")
@@ -440,7 +429,7 @@ def diagnose(conn: Connection, path: Path, *, full: bool = False,
     findings.append(Finding("schema", "ok" if st.at_head else "warn", st.describe(),
                             None if st.at_head else "hermes-store upgrade"))
     findings.append(_integrity(conn, full))
-    for table in fts_tables(conn):
+    for table in catalog.fts5_tables(conn):
         findings.append(_fts_structure(conn, table))
     stats = None
     try:
@@ -495,7 +484,7 @@ def capabilities(conn: Connection) -> dict[str, Any]:
         fts5 = True
     except exc.DBAPIError:
         fts5 = False
-    layout = layout_info(conn) if "state_meta" in {r[0] for r in conn.exec_driver_sql(
-        "SELECT name FROM sqlite_master WHERE type = 'table'")} else {"version": None}
+    layout = (layout_info(conn) if catalog.has_table(conn, "state_meta")
+              else {"version": None})
     return {"journal_mode": journal, "fts5": fts5, "trigram": trigram and fts5,
             "layout_version": layout.get("version"), "backfill": layout.get("backfill")}

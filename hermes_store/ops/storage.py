@@ -39,6 +39,8 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from hermes_store.db import engine as db_engine
+from hermes_store.db import catalog
+from hermes_store.db.catalog import backfill_window, tables
 from hermes_store.db.engine import checkpoint, engine_path, open_engine, reading, run_write
 from hermes_store.ops.backup import require_free_space
 from hermes_store.paths import resolve_db_path
@@ -48,16 +50,12 @@ Progress = Callable[[str, int, int], None]
 
 BACKFILL_CHUNK = 500
 TEARDOWN_CHUNK = 200
-INDEXES = ("messages_fts", "messages_fts_trigram", "messages_fts_cjk")
-RETIRED = ("messages_fts_old", "messages_fts_trigram_old", "messages_fts_cjk_old")
+INDEXES = catalog.FTS_INDEXES
+RETIRED = catalog.RETIRED_FTS_INDEXES
 # FTS5 keeps its averages (rowid 1) and structure record (rowid 10) in _data; leaving them lets
 # the emptied table still connect, so DROP TABLE can run its normal path.
 _KEEP_DATA_ROWID = 10
 
-_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
-_WINDOW = "SELECT lo, hi FROM fts_backfill_window"
-_HAS_WINDOW_VIEW = ("SELECT 1 FROM sqlite_master "
-                    "WHERE type = 'view' AND name = 'fts_backfill_window'")
 _BACKFILL_WORD = """
 INSERT INTO messages_fts (rowid, content, tool_name, tool_calls)
 SELECT id, content, tool_name, tool_calls FROM messages_fts_src WHERE id > ? AND id <= ?"""
@@ -118,20 +116,6 @@ def _engine(target: str | os.PathLike[str] | Engine | None) -> Engine:
 def _file_bytes(engine: Engine) -> int:
     path = Path(engine_path(engine))
     return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
-
-
-def tables(conn: Connection) -> set[str]:
-    return {r[0] for r in conn.exec_driver_sql(_TABLES)}
-
-
-def backfill_window(conn: Connection) -> tuple[int, int] | None:
-    """``(P, H)`` while rows are still to be backfilled, else ``None``."""
-    # Before revision 0014 there is no view and so no window. Any other failure must surface:
-    # a window that reads as closed lets optimize_storage drop the _old indexes still serving it.
-    if conn.exec_driver_sql(_HAS_WINDOW_VIEW).first() is None:
-        return None
-    row = conn.exec_driver_sql(_WINDOW).first()
-    return (int(row[0]), int(row[1])) if row is not None else None
 
 
 def backfill_chunk(conn: Connection, chunk: int = BACKFILL_CHUNK) -> tuple[int, int] | None:

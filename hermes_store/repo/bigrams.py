@@ -19,6 +19,7 @@ from itertools import accumulate
 
 from sqlalchemy import Connection
 
+from hermes_store.db import catalog
 from hermes_store.db.dialect import has_fts5
 
 # Private-use mark closing a CJK run in the bigram text. Private use (Co) is a token character for
@@ -89,17 +90,15 @@ def cjk_bigram_text(text: str | None) -> str:
 OPPORTUNISTIC_DRAIN = 32
 CATCH_UP_CHUNK = 500
 
-_HAS_INDEX = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'messages_cjk'"
-_IN_WINDOW = "EXISTS (SELECT 1 FROM fts_backfill_window WHERE {id} > lo AND {id} <= hi)"
 # The backfill window (revision 0013) is indexed by the backfill alone; a writer leaves it.
 _DELETE_SIDE = (
     "DELETE FROM messages_cjk WHERE id IN (SELECT value FROM json_each(?)) "
-    f"AND NOT {_IN_WINDOW.format(id='id')}"
+    f"AND NOT {catalog.in_backfill_window('id')}"
 )
 _SCOPE_ROWS = (
     "SELECT id, text, tool_name, tool_calls FROM messages_search_scope "
     "WHERE id IN (SELECT value FROM json_each(?)) "
-    f"AND NOT {_IN_WINDOW.format(id='id')}"
+    f"AND NOT {catalog.in_backfill_window('id')}"
 )
 _SCOPE_RANGE = (
     "SELECT id, text, tool_name, tool_calls FROM messages_search_scope WHERE id > ? AND id <= ?"
@@ -127,7 +126,7 @@ def has_index(conn: Connection) -> bool:
         return True
     if not has_fts5(conn):
         return False
-    found = conn.exec_driver_sql(_HAS_INDEX).first() is not None
+    found = catalog.has_table(conn, catalog.CJK_SIDE_TABLE)
     if found:
         conn.info["hermes_cjk_index"] = True
     return found

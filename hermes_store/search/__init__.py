@@ -1,1 +1,2 @@
-"""Full-text search: the query language, the per-index statements, snippets."""
+"""Full-text search: the query language, running a search (``statements``), SQLite's SQL
+(``sqlite``), snippets."""

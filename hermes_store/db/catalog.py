@@ -1,0 +1,258 @@
+"""The schema catalog: every question about what exists in the store, answered in one place.
+
+Only this module reads SQLite's own catalog (``sqlite_master``); tests/test_layers.py holds that.
+Each question takes the caller's ``Connection`` (inside the caller's transaction, never committing)
+and answers with plain Python values: names, tuples, a small frozen dataclass. A PostgreSQL
+answer to the same questions (read from ``pg_catalog``) sits beside these later and the callers
+do not change; what only SQLite has (FTS5 shadow tables, duplicate catalog rows of a damaged
+file) is grouped at the end.
+
+A few questions also accept a plain ``sqlite3.Connection``: ``recover`` reads a scratch copy
+without the engine, and ``repair`` must read a file whose schema no longer parses.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from sqlalchemy import Connection, inspect
+
+# Our FTS5 indexes, live and retired (revision 0013 renamed the inline ones to ``…_old``). Only
+# these names are treated as ours: a user table called "app_config" is never touched.
+FTS_INDEXES = ("messages_fts", "messages_fts_trigram", "messages_fts_cjk")
+RETIRED_FTS_INDEXES = ("messages_fts_old", "messages_fts_trigram_old", "messages_fts_cjk_old")
+FTS_TABLES = FTS_INDEXES + RETIRED_FTS_INDEXES
+FTS_SHADOW_SUFFIXES = ("_data", "_idx", "_content", "_docsize", "_config")
+# The CJK side table: the bigram index is in use once it exists.
+CJK_SIDE_TABLE = "messages_cjk"
+# The view over the two ``state_meta`` markers of an unfinished backfill (revisions 0013/0014).
+BACKFILL_WINDOW_VIEW = "fts_backfill_window"
+
+Reader = Connection | sqlite3.Connection
+
+_OBJECTS = "SELECT type, name, tbl_name, sql FROM sqlite_master"
+_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
+_RELATIONS = "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+_HAS = "SELECT 1 FROM sqlite_master WHERE type = ? AND name = ?"
+_TABLE_SQL = "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?"
+_TABLE_DEFINITIONS = "SELECT name, sql FROM sqlite_master WHERE type = 'table'"
+# The table-valued form binds the name: no identifier is ever spliced into the text.
+_COLUMNS = "SELECT name, type FROM pragma_table_info(?)"
+_WINDOW = f"SELECT lo, hi FROM {BACKFILL_WINDOW_VIEW}"
+_FTS5_SQL = re.compile(r"^\s*CREATE\s+VIRTUAL\s+TABLE\b.*\bUSING\s+fts5\b",
+                       re.IGNORECASE | re.DOTALL)
+
+
+class SchemaObject(NamedTuple):
+    """One catalog entry: ``type`` is table, view, index or trigger; ``table`` the one it is on."""
+
+    type: str
+    name: str
+    table: str
+    sql: str
+
+
+class Column(NamedTuple):
+    name: str
+    type: str
+
+
+def _rows(conn: Reader, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    if isinstance(conn, sqlite3.Connection):
+        return conn.execute(sql, tuple(params)).fetchall()
+    if params:
+        return list(conn.exec_driver_sql(sql, tuple(params)))
+    return list(conn.exec_driver_sql(sql))
+
+
+# --------------------------------------------------------------------------- what exists
+
+
+def objects(conn: Reader) -> list[SchemaObject]:
+    """Every table, view, index and trigger, with the statement that created it (``""`` for
+    the automatic indexes, which have none)."""
+    return [SchemaObject(r[0], r[1], r[2], r[3] or "") for r in _rows(conn, _OBJECTS)]
+
+
+def _server(conn: Reader) -> bool:
+    return not isinstance(conn, sqlite3.Connection) and conn.dialect.name != "sqlite"
+
+
+def tables(conn: Reader) -> set[str]:
+    if _server(conn):
+        return set(inspect(conn).get_table_names())
+    return {r[0] for r in _rows(conn, _TABLES)}
+
+
+def relations(conn: Reader) -> set[str]:
+    """Names of the tables and views."""
+    if _server(conn):
+        found = inspect(conn)
+        return set(found.get_table_names()) | set(found.get_view_names())
+    return {r[0] for r in _rows(conn, _RELATIONS)}
+
+
+def has_object(conn: Reader, kind: str, name: str) -> bool:
+    return bool(_rows(conn, _HAS, (kind, name)))
+
+
+def has_table(conn: Reader, name: str) -> bool:
+    return has_object(conn, "table", name)
+
+
+def table_sql(conn: Reader, name: str) -> str | None:
+    """The ``CREATE`` statement of table ``name``, or ``None`` when there is no such table."""
+    rows = _rows(conn, _TABLE_SQL, (name,))
+    return (rows[0][0] or "") if rows else None
+
+
+def table_definitions(conn: Reader) -> dict[str, str]:
+    """``{table: CREATE statement}`` for every table."""
+    return {r[0]: r[1] or "" for r in _rows(conn, _TABLE_DEFINITIONS)}
+
+
+def columns(conn: Reader, table: str) -> list[Column]:
+    """The columns of ``table`` (or view) in order, with their declared types; ``[]`` if absent."""
+    return [Column(r[0], r[1] or "") for r in _rows(conn, _COLUMNS, (table,))]
+
+
+# --------------------------------------------------------------------------- the search layout
+
+
+@dataclass(frozen=True)
+class SearchLayout:
+    """Which search indexes the store has, and the backfill window the retired ones still serve.
+
+    ``bigram`` is the CJK side table (its FTS5 index comes with it); ``window`` is ``(P, H)``:
+    ids in ``(P, H]`` are not in the new indexes yet.
+    """
+
+    word: bool
+    trigram: bool
+    bigram: bool
+    retired_word: bool
+    retired_trigram: bool
+    window: tuple[int, int] | None
+
+
+_LAYOUT_NAMES = ("messages_fts", "messages_fts_trigram", CJK_SIDE_TABLE, "messages_fts_old",
+                 "messages_fts_trigram_old")
+# One statement, run before every search: the index tables present, whether the window view
+# exists, and whether a window is recorded at all (nearly always not, so the view is rarely read).
+_LAYOUT = f"""
+SELECT (SELECT json_group_array(name) FROM sqlite_master
+        WHERE (type = 'table' AND name IN ({", ".join(f"'{t}'" for t in _LAYOUT_NAMES)}))
+           OR (type = 'view' AND name = '{BACKFILL_WINDOW_VIEW}')),
+       EXISTS (SELECT 1 FROM state_meta WHERE key = 'fts_rebuild_high_water')"""
+
+
+def search_layout(conn: Connection) -> SearchLayout:
+    """The search indexes present and the backfill window, read with the fewest statements.
+
+    Runs on the DB-API cursor of ``conn`` (same transaction): this is read once per search, and
+    SQLAlchemy's per-statement machinery would cost as much as the statement.
+    """
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        names_json, recorded = cursor.execute(_LAYOUT).fetchone()
+    finally:
+        cursor.close()
+    names = frozenset(json.loads(names_json or "[]"))
+    window = _read_window(conn) if recorded and BACKFILL_WINDOW_VIEW in names else None
+    return SearchLayout("messages_fts" in names, "messages_fts_trigram" in names,
+                        CJK_SIDE_TABLE in names, "messages_fts_old" in names,
+                        "messages_fts_trigram_old" in names, window)
+
+
+def backfill_window(conn: Connection) -> tuple[int, int] | None:
+    """``(P, H)`` while rows are still to be backfilled, else ``None``.
+
+    Before revision 0014 there is no view and so no window. Any other failure surfaces: a window
+    that reads as closed would let ``optimize_storage`` drop the retired indexes still serving it.
+    """
+    if not has_object(conn, "view", BACKFILL_WINDOW_VIEW):
+        return None
+    return _read_window(conn)
+
+
+def _read_window(conn: Connection) -> tuple[int, int] | None:
+    rows = _rows(conn, _WINDOW)
+    return (int(rows[0][0]), int(rows[0][1])) if rows else None
+
+
+def in_backfill_window(row_id: str) -> str:
+    """SQL that is true when the id expression ``row_id`` lies inside the backfill window: for
+    statements that must leave those rows to the backfill, read where they run."""
+    return (f"EXISTS (SELECT 1 FROM {BACKFILL_WINDOW_VIEW} "
+            f"WHERE {row_id} > lo AND {row_id} <= hi)")
+
+
+# --------------------------------------------------------------------------- SQLite: FTS5 tables
+
+
+def is_fts5(sql: str) -> bool:
+    """True for the ``CREATE`` statement of an FTS5 virtual table."""
+    return _FTS5_SQL.match(sql) is not None
+
+
+def fts5_in(found: Iterable[SchemaObject]) -> list[str]:
+    """Names of the FTS5 tables among ``found`` (any FTS5 table, not only ours), sorted."""
+    return sorted(o.name for o in found if o.type == "table" and is_fts5(o.sql))
+
+
+def fts5_tables(conn: Reader) -> list[str]:
+    """Names of every FTS5 table of the store, sorted."""
+    return fts5_in(objects(conn))
+
+
+def shadow_tables(index: str) -> tuple[str, ...]:
+    """The names FTS5 gives the shadow tables of ``index`` (not all exist for every index)."""
+    return tuple(index + suffix for suffix in FTS_SHADOW_SUFFIXES)
+
+
+def orphan_fts_shadows(table_names: Iterable[str]) -> list[str]:
+    """Shadow tables of our indexes whose index itself is gone, among ``table_names``.
+
+    An interrupted DROP (or ``.recover``) leaves them behind; every later ``CREATE VIRTUAL
+    TABLE`` of that index then fails with "already exists".
+    """
+    present = set(table_names)
+    return [shadow for base in FTS_TABLES if base not in present
+            for shadow in shadow_tables(base) if shadow in present]
+
+
+def fts_owned(definitions: dict[str, str]) -> set[str]:
+    """Virtual tables, and the shadow tables of any FTS index, among ``{table: CREATE}``: what a
+    fresh store derives or recreates rather than holding as data."""
+    virtual = {n for n, sql in definitions.items()
+               if sql.lstrip().upper().startswith("CREATE VIRTUAL")}
+    shadows = {s for base in virtual | set(FTS_TABLES) for s in shadow_tables(base)}
+    return virtual | (shadows & set(definitions))
+
+
+# --------------------------------------------------------------------------- SQLite: damaged files
+
+_DUPLICATES = ("SELECT type, name, COUNT(*) FROM sqlite_master GROUP BY type, name "
+               "HAVING COUNT(*) > 1")
+_DROP_DUPLICATE = ("DELETE FROM sqlite_master WHERE type = ? AND name = ? AND rowid > "
+                   "(SELECT MIN(rowid) FROM sqlite_master WHERE type = ? AND name = ?)")
+
+
+def duplicate_entries(con: sqlite3.Connection) -> list[tuple[str, str, int]]:
+    """``(type, name, count)`` of every object the catalog lists more than once.
+
+    ``con`` must have ``writable_schema`` on: with a duplicate row every ordinary statement
+    fails at schema parse.
+    """
+    return [(r[0], r[1], int(r[2])) for r in con.execute(_DUPLICATES)]
+
+
+def drop_duplicate_entries(con: sqlite3.Connection, kind: str, name: str) -> None:
+    """Keep the first catalog row of ``(kind, name)`` and delete the others (``writable_schema``
+    on, inside the caller's transaction)."""
+    con.execute(_DROP_DUPLICATE, (kind, name, kind, name))
