@@ -18,10 +18,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from typing import TYPE_CHECKING
 
 from hermes_store.errors import StoreNotFoundError, UsageError
+
+if TYPE_CHECKING:  # SQLAlchemy is imported on use: `hermes-store --version` must not load it
+    from sqlalchemy.engine import URL
 
 DB_FILENAME = "state.db"
 STORE_URL_ENV = "HERMES_STORE_URL"
@@ -55,9 +57,19 @@ class StoreLocation:
     """One store: ``url`` for SQLAlchemy, ``path`` for a file (``None`` on a server) and the
     password-free ``display`` used in every message, log line and JSON document."""
 
-    url: URL = field(repr=False)
+    server_url: URL | None = field(repr=False)
     path: Path | None
     display: str
+
+    @property
+    def url(self) -> URL:
+        """The SQLAlchemy URL; a file's is built on use, so that resolving where the store is
+        (every command does) never loads SQLAlchemy for ``--help``."""
+        if self.server_url is not None:
+            return self.server_url
+        from sqlalchemy.engine import URL
+
+        return URL.create("sqlite+pysqlite", database=str(self.path))
 
     @property
     def is_file(self) -> bool:
@@ -84,7 +96,7 @@ class StoreLocation:
     @classmethod
     def for_path(cls, path: str | os.PathLike[str]) -> StoreLocation:
         p = Path(path).expanduser()
-        return cls(URL.create("sqlite+pysqlite", database=str(p)), p, str(p))
+        return cls(None, p, str(p))
 
     @classmethod
     def for_url(cls, url: str | URL) -> StoreLocation:
@@ -107,6 +119,9 @@ class StoreLocation:
 
 
 def _parse_url(url: str | URL) -> URL:
+    from sqlalchemy.engine import URL, make_url
+    from sqlalchemy.exc import ArgumentError
+
     if isinstance(url, URL):
         return url
     try:
@@ -133,8 +148,8 @@ def resolve_location(db: str | os.PathLike[str] | URL | StoreLocation | None = N
         raise UsageError("give --db or --profile, not both")
     if isinstance(db, StoreLocation):
         return db
-    if isinstance(db, URL):
-        return StoreLocation.for_url(db)
+    if db is not None and not isinstance(db, (str, os.PathLike)):
+        return StoreLocation.for_url(db)  # a SQLAlchemy URL
     if explicit:
         if isinstance(db, str) and looks_like_url(db):
             return StoreLocation.for_url(db)

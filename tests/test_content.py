@@ -26,7 +26,7 @@ from hermes_store.content import (
     tool_calls_added,
 )
 from hermes_store.db import derived
-from hermes_store.search import statements
+from hermes_store.search import sqlite as search_sql
 
 PACKAGE = Path(content.__file__).resolve().parent
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
@@ -47,7 +47,7 @@ def test_the_marker_blob_literal_is_the_marker_bytes() -> None:
 def test_sql_that_tells_multimodal_from_text_renders_the_one_marker() -> None:
     assert marker_sql("c") == "substr(CAST(c AS BLOB), 1, 6) = X'006A736F6E3A'"
     assert marker_sql("m.content", "<>") in derived.SEARCH_TEXT_VIEW
-    assert marker_sql("{t}.content") in statements._CONTEXT_TEXT
+    assert marker_sql("{t}.content") in search_sql._CONTEXT_TEXT
 
 
 def test_no_module_of_the_package_types_the_marker_as_hex() -> None:

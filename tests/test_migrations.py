@@ -251,7 +251,9 @@ def test_a_server_store_is_empty_before_and_has_no_legacy_tables_after(pg_empty_
     assert migrate.status(pg_empty_store).state == "empty"
     migrate.upgrade(pg_empty_store)
     assert table_names(pg_empty_store) == {"alembic_version", "sessions", "messages",
-                                           "state_meta"}
+                                           "state_meta", "session_model_usage",
+                                           "gateway_routing", "compression_locks",
+                                           "async_delegations"}
 
 
 def test_concurrent_upgrades_of_one_server_store_take_turns(pg_empty_store: str) -> None:

@@ -60,9 +60,11 @@ class Ctx:
     headers: bool = True
 
     @property
-    def db(self) -> Path:
-        """The store's path; a mistyped directory is not found (exit 3), never created."""
-        require_parent(self.store)
+    def db(self) -> Path | StoreLocation:
+        """The store's path (a mistyped directory is not found, exit 3, never created), or a
+        server's location."""
+        if isinstance(self.store, Path):
+            require_parent(self.store)
         return self.store
 
     def emit(self, command: str, payload: dict[str, Any], human: str | Callable[[], None],
@@ -346,20 +348,20 @@ def open_read(obj: Ctx) -> Any:
     from hermes_store.db import migrate
     from hermes_store.db.engine import open_engine
 
-    st = migrate.status(obj.store)
+    st = migrate.status(obj.db)
     if st.state in ("missing", "empty"):
-        obj.note(f"note: no store at {obj.store} yet (`hermes-store upgrade` creates one)")
+        obj.note(f"note: no store at {obj.db} yet (`hermes-store upgrade` creates one)")
         return None
     require_head(obj, st)
-    return open_engine(obj.store, readonly=True)
+    return open_engine(obj.db, readonly=True)
 
 
 def require_head(obj: Ctx, st: SchemaStatus | None = None) -> None:
     from hermes_store.db import migrate
 
-    st = st or migrate.status(obj.store)
+    st = st or migrate.status(obj.db)
     if not st.at_head:
-        raise SchemaMismatchError(f"{obj.store} is {st.describe()}: run `hermes-store upgrade`",
+        raise SchemaMismatchError(f"{obj.db} is {st.describe()}: run `hermes-store upgrade`",
                                   state=st.state, current=st.current, head=st.head)
 
 
@@ -367,9 +369,9 @@ def open_write(obj: Ctx) -> Any:
     """The store's engine opened for short writes; it must exist and be at head."""
     from hermes_store.db.engine import open_engine
 
-    need_store(obj.store)
+    need_store(obj.db)
     require_head(obj)
-    return open_engine(obj.store)
+    return open_engine(obj.db)
 
 
 def need_store(path: Path | StoreLocation) -> None:

@@ -85,12 +85,12 @@ def stats_cmd(obj: Ctx) -> None:
 
     engine = open_read(obj)
     if engine is None:
-        obj.emit("stats", {"path": str(obj.store), "exists": False, "sessions": {"total": 0},
+        obj.emit("stats", {"path": str(obj.db), "exists": False, "sessions": {"total": 0},
                            "messages": {"total": 0}, "sources": []},
-                 f"{obj.store}: no store (0 sessions)")
+                 f"{obj.db}: no store (0 sessions)")
         return
     with reading(engine) as conn:
-        st = stats.collect(conn, obj.store)
+        st = stats.collect(conn, obj.db)
     obj.emit("stats", {"exists": True, **_stats_json(st)}, lambda: _render_stats(st))
 
 
@@ -120,26 +120,26 @@ def doctor(obj: Ctx, full: bool) -> None:
       hermes-store doctor
       hermes-store --json doctor --full
     """
-    if not obj.store.exists():
-        obj.note(f"note: no store at {obj.store} yet (`hermes-store upgrade` creates one)")
-        obj.emit("doctor", {"path": str(obj.store), "exists": False, "healthy": True,
-                            "findings": []}, f"{obj.store}: no store")
+    if not obj.db.exists():
+        obj.note(f"note: no store at {obj.db} yet (`hermes-store upgrade` creates one)")
+        obj.emit("doctor", {"path": str(obj.db), "exists": False, "healthy": True,
+                            "findings": []}, f"{obj.db}: no store")
         return
     from hermes_store.db.engine import open_engine, reading
     from hermes_store.ops import stats
     from hermes_store.ops.holders import find_holders
 
-    holders = find_holders(obj.store)
+    holders = find_holders(obj.db)
     try:
-        engine = open_engine(obj.store, readonly=True)
+        engine = open_engine(obj.db, readonly=True)
         with reading(engine) as conn:
-            report = stats.diagnose(conn, obj.store, full=full, holders=holders,
+            report = stats.diagnose(conn, obj.db, full=full, holders=holders,
                                     sqlite_version=sqlite3.sqlite_version_info)
     except sqlite3.DatabaseError as err:
         report = stats.DoctorReport(
-            str(obj.store), {"state": "unreadable"},
+            str(obj.db), {"state": "unreadable"},
             [stats.Finding("opens", "damage", f"the store does not open: {err}",
-                           f"hermes-store recover --source {obj.store} --output NEW.db "
+                           f"hermes-store recover --source {obj.db} --output NEW.db "
                            "--inspect-only")],
             None, holders, sqlite3.sqlite_version)
     obj.emit("doctor", {"exists": True, **report.to_dict()},
@@ -174,16 +174,16 @@ def compact(ctx: click.Context, force: bool) -> None:
 
     obj: Ctx = ctx.obj
     command = ctx.info_name or "compact"
-    need_store(obj.store)
+    need_store(obj.db)
     require_head(obj)
-    holders = ensure_not_held(obj.store, force=force, what=command)
+    holders = ensure_not_held(obj.db, force=force, what=command)
     for pid, cmd in holders:
         obj.note(f"warning: --force: pid {pid} ({cmd}) holds the store")
-    storage.preflight(obj.store)
-    result = storage.compact(open_engine(obj.store), progress=lambda s: obj.note(f"{s} …"))
+    storage.preflight(obj.db)
+    result = storage.compact(open_engine(obj.db), progress=lambda s: obj.note(f"{s} …"))
     b, a = result.before, result.after
-    obj.emit(command, {"path": str(obj.store), **result.to_dict()},
-             f"{obj.store}: main {size(b.main)} -> {size(a.main)}, "
+    obj.emit(command, {"path": str(obj.db), **result.to_dict()},
+             f"{obj.db}: main {size(b.main)} -> {size(a.main)}, "
              f"WAL {size(b.wal)} -> {size(a.wal)}")
 
 
@@ -221,14 +221,14 @@ def optimize_storage(obj: Ctx, no_vacuum: bool, force: bool, yes: bool) -> None:
     from hermes_store.ops.backup import require_free_space
     from hermes_store.ops.holders import ensure_not_held
 
-    need_store(obj.store)
+    need_store(obj.db)
     require_head(obj)
-    holders = ensure_not_held(obj.store, force=force, what="optimize-storage")
+    holders = ensure_not_held(obj.db, force=force, what="optimize-storage")
     for pid, cmd in holders:
         obj.note(f"warning: --force: pid {pid} ({cmd}) holds the store")
-    store_bytes = obj.store.stat().st_size
+    store_bytes = obj.db.stat().st_size
     need = int(store_bytes * (NO_VACUUM_SHARE if no_vacuum else 1.0))
-    require_free_space(obj.store.parent, need, "optimize-storage")
+    require_free_space(obj.db.parent, need, "optimize-storage")
     if store_bytes > ASK_ABOVE_BYTES:
         obj.note(f"warning: the store is {size(store_bytes)}; this takes a while and writes "
                  "about that much (it can be interrupted and resumed)")
@@ -240,12 +240,12 @@ def optimize_storage(obj: Ctx, no_vacuum: bool, force: bool, yes: bool) -> None:
                 phases.append(phase)
             update(_PHASE_LABEL.get(phase, phase), done, total)
 
-        report = storage.optimize_storage(open_engine(obj.store), progress=progress,
+        report = storage.optimize_storage(open_engine(obj.db), progress=progress,
                                               vacuum=not no_vacuum)
     delta = report.bytes_before - report.bytes_after
     change = (f"reclaimed {size(delta)}" if delta >= 0 else f"grew by {size(-delta)}")
-    obj.emit("optimize-storage", {"path": str(obj.store), "phases": phases,
+    obj.emit("optimize-storage", {"path": str(obj.db), "phases": phases,
                                   **dataclasses.asdict(report), "reclaimed_bytes": delta},
-             f"{obj.store}: {change} ({size(report.bytes_before)} -> {size(report.bytes_after)}); "
+             f"{obj.db}: {change} ({size(report.bytes_before)} -> {size(report.bytes_after)}); "
              f"{report.rows_backfilled:,} rows indexed, dropped "
              f"{', '.join(report.tables_dropped) or 'nothing'}")

@@ -124,7 +124,7 @@ def delete(obj: Ctx, sessions_: tuple[str, ...], keep_children: bool, force: boo
 
     engine = open_read(obj)
     if engine is None:
-        raise UsageError(f"no store at {obj.store}")
+        raise UsageError(f"no store at {obj.db}")
     with reading(engine) as conn:
         ids = listing.resolve_refs(conn, sessions_)
         plan = deletion.plan_delete(conn, ids, keep_children=keep_children)

@@ -39,13 +39,13 @@ def repair(obj: Ctx, check_only: bool, no_backup: bool, force: bool, full: bool)
     """
     from hermes_store.ops import repair as recovery
 
-    need_store(obj.store)
-    report = recovery.repair_store(obj.store, check_only=check_only, backup=not no_backup,
+    need_store(obj.db)
+    report = recovery.repair_store(obj.db, check_only=check_only, backup=not no_backup,
                                    force=force, full=full)
 
     def render() -> None:
         con = out_console()
-        con.print(f"[bold]{obj.store}[/bold]")
+        con.print(f"[bold]{obj.db}[/bold]")
         for p in report.probes:
             con.print(f"{'ok  ' if p.ok else 'FAIL'} {p.name}: {p.detail}", markup=False)
         for path in report.backup:
@@ -97,7 +97,7 @@ def recover(obj: Ctx, source: Path | None, output: Path, inspect_only: bool,
     """
     from hermes_store.ops import recover as salvage
 
-    src = source or obj.store
+    src = source or obj.db
     report_file = report_path or Path(f"{output}.recovery.json")
     if report_file.exists():
         raise UsageError(f"{report_file} already exists; choose another --report")

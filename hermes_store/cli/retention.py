@@ -111,7 +111,7 @@ def run_verb(obj: Ctx, command: str, flt: SessionFilter, *, description: str, dr
         return
     obj.confirm(f"{_INFINITIVE[command]} {count(plan.matched, 'session')} "
                 f"({count(len(rows), 'lineage')})?", yes=yes)
-    result = run_write(open_engine(obj.store),
+    result = run_write(open_engine(obj.db),
                        lambda conn: retention.apply_filter(conn, command, flt, ids=plan.ids,
                                                            **options),
                        what=command)

@@ -38,35 +38,35 @@ def upgrade(obj: Ctx, revision: str, dry_run: bool, no_backup: bool, force: bool
     from hermes_store.ops.backup import backup_store, require_free_space
     from hermes_store.ops.holders import ensure_not_held
 
-    before = migrate.status(obj.store)
+    before = migrate.status(obj.db)
     if before.state in ("ahead", "unknown"):
-        migrate.upgrade(obj.store)  # raises the explanatory SchemaMismatchError
+        migrate.upgrade(obj.db)  # raises the explanatory SchemaMismatchError
     pending = migrate.pending_revisions(before, revision)
-    base = {"path": str(obj.store), "before": before.state, "revision": before.current,
+    base = {"path": str(obj.db), "before": before.state, "revision": before.current,
             "head": before.head, "pending": pending}
     if dry_run:
         obj.emit("upgrade", {**base, "dry_run": True},
-                 f"{obj.store}: {before.describe()}; would apply {len(pending)} revision(s)"
+                 f"{obj.db}: {before.describe()}; would apply {len(pending)} revision(s)"
                  + "".join(f"\n  {r}" for r in pending))
         return
     backup_file = None
     if pending and before.state not in ("missing", "empty"):
-        ensure_not_held(obj.store, force=force, what="upgrade")
+        ensure_not_held(obj.db, force=force, what="upgrade")
         if no_backup:
-            require_free_space(obj.store.parent, obj.store.stat().st_size, "upgrade")
+            require_free_space(obj.db.parent, obj.db.stat().st_size, "upgrade")
         else:
-            backup_file = backup_store(obj.store, label="pre-upgrade")
+            backup_file = backup_store(obj.db, label="pre-upgrade")
             obj.note(f"backup: {backup_file.path} ({size(backup_file.bytes)})")
-    after = migrate.upgrade(obj.store, revision)
+    after = migrate.upgrade(obj.db, revision)
     advice: list[stats.Advice] = []
     if pending and before.state not in ("missing", "empty"):
-        engine = open_engine(obj.store)
+        engine = open_engine(obj.db)
         # The migration wrote through the WAL; leave a file, not a file plus a WAL its size.
         checkpoint(engine, "TRUNCATE")
         with reading(engine) as conn:
             advice = stats.upkeep_advice(conn)
-    human = (f"{obj.store}: already at {after.head}" if not pending
-             else f"{obj.store}: {before.describe()} -> {after.current}")
+    human = (f"{obj.db}: already at {after.head}" if not pending
+             else f"{obj.db}: {before.describe()} -> {after.current}")
     human += "".join(f"\nnext: {a.message}: run `{a.command}`" for a in advice[:1])
     obj.emit("upgrade", {**base, "dry_run": False, "revision": after.current,
                          "applied": pending,
@@ -89,12 +89,12 @@ def current(obj: Ctx) -> None:
     from hermes_store.db.engine import open_engine, reading
     from hermes_store.ops import stats
 
-    st = migrate.status(obj.store)
+    st = migrate.status(obj.db)
     caps: dict[str, Any] = {}
     if st.state not in ("missing", "empty"):
-        with reading(open_engine(obj.store, readonly=True)) as conn:
+        with reading(open_engine(obj.db, readonly=True)) as conn:
             caps = stats.capabilities(conn)
-    lines = [str(obj.store), f"revision: {st.current or '-'}", f"head:     {st.head}",
+    lines = [str(obj.db), f"revision: {st.current or '-'}", f"head:     {st.head}",
              f"state:    {st.describe()}", f"sqlite:   {sqlite3.sqlite_version}"]
     if caps:
         backfill = caps["backfill"] or {}
@@ -103,7 +103,7 @@ def current(obj: Ctx) -> None:
                   + (" (backfill pending)" if backfill.get("pending") else ""),
                   f"fts5:     {'yes' if caps['fts5'] else 'no'}, trigram: "
                   f"{'yes' if caps['trigram'] else 'no'}"]
-    obj.emit("current", {"path": str(obj.store), "state": st.state, "revision": st.current,
+    obj.emit("current", {"path": str(obj.db), "state": st.state, "revision": st.current,
                          "head": st.head, "pending": st.pending,
                          "legacy_version": st.legacy_version,
                          "sqlite_version": sqlite3.sqlite_version, **caps}, "\n".join(lines))
@@ -122,12 +122,12 @@ def check(obj: Ctx) -> None:
     """
     from hermes_store.db import migrate
 
-    st = migrate.status(obj.store)
-    drift = [describe_drift(d) for d in migrate.check(obj.store)] if st.state != "missing" else []
+    st = migrate.status(obj.db)
+    drift = [describe_drift(d) for d in migrate.check(obj.db)] if st.state != "missing" else []
     ok = st.at_head and not drift
     human = "ok: at head, no drift" if ok else (
         f"not current: {st.describe()}" + "".join(f"\n  drift: {d}" for d in drift))
-    obj.emit("check", {"path": str(obj.store), "state": st.state, "at_head": st.at_head,
+    obj.emit("check", {"path": str(obj.db), "state": st.state, "at_head": st.at_head,
                        "drift": drift, "ok_schema": ok}, human)
     if not ok:
         sys.exit(1)

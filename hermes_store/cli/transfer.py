@@ -229,13 +229,13 @@ def _import_engine(obj: Ctx) -> tuple[Any, bool]:
     from hermes_store.db import migrate
     from hermes_store.db.engine import open_engine
 
-    st = migrate.status(obj.store)
+    st = migrate.status(obj.db)
     created = st.state == "missing"
     if st.state in ("missing", "empty"):
-        migrate.upgrade(obj.store)
+        migrate.upgrade(obj.db)
     else:
         require_head(obj, st)
-    return open_engine(obj.store), created
+    return open_engine(obj.db), created
 
 
 def _discard_new_store(path: Path) -> None:
@@ -315,9 +315,9 @@ def import_cmd(obj: Ctx, paths: tuple[Path, ...], kind: str | None, import_all: 
     result = load.import_paths(engine, files, kind=kind, replace=replace, dry_run=dry_run,
                                progress=done)
     if created and (dry_run or not result.sessions_imported):
-        _discard_new_store(obj.store)
+        _discard_new_store(obj.db)
     elif created:
-        obj.note(f"created {obj.store}")
+        obj.note(f"created {obj.db}")
     payload = {"dry_run": dry_run, "sessions_imported": result.sessions_imported,
                "sessions_skipped": result.sessions_skipped,
                "messages_imported": result.messages_imported,
@@ -332,8 +332,8 @@ def import_cmd(obj: Ctx, paths: tuple[Path, ...], kind: str | None, import_all: 
              f"{verb} {count(result.sessions_imported, 'session')}, "
              f"{count(result.messages_imported, 'message')} from "
              f"{count(len(result.files), 'file')} ({len(result.failed)} failed, "
-             f"{count(result.malformed_lines, 'malformed line')} skipped); store {obj.store} "
-             f"({size(obj.store.stat().st_size) if obj.store.exists() else 'not created'})",
+             f"{count(result.malformed_lines, 'malformed line')} skipped); store {obj.db} "
+             f"({size(obj.db.stat().st_size) if obj.db.exists() else 'not created'})",
              ok=not result.failed)
     if result.exit_code:
         sys.exit(result.exit_code)
