@@ -13,7 +13,13 @@ from cli_support import run, run_json
 from hermes_store import SessionDB
 from hermes_store.db import migrate
 from hermes_store.errors import StoreUnavailableError, UsageError
-from hermes_store.paths import PG_DRIVER, STORE_URL_ENV, StoreLocation, resolve_location
+from hermes_store.paths import (
+    PG_DRIVER,
+    STORE_URL_ENV,
+    StoreLocation,
+    hermes_home,
+    resolve_location,
+)
 
 SECRET = "s3cr3t-pa55"
 
@@ -89,7 +95,7 @@ def test_hermes_store_url_is_the_default_store(tmp_path: Path,
     other = tmp_path / "explicit.db"
     assert run("--db", str(other), "upgrade").exit_code == 0 and other.exists()
     assert resolve_location(profile="work").path == (
-        Path.home() / ".hermes" / "profiles" / "work" / "state.db")
+        hermes_home() / "profiles" / "work" / "state.db")
 
 
 def test_hermes_store_url_may_name_a_server(pg_store: str,

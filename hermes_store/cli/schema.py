@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -50,7 +51,9 @@ def upgrade(obj: Ctx, revision: str, dry_run: bool, no_backup: bool, force: bool
                  + "".join(f"\n  {r}" for r in pending))
         return
     backup_file = None
-    if pending and before.state not in ("missing", "empty"):
+    # A server has no file to hold, copy or checkpoint: its backups are pg_dump's.
+    on_file = isinstance(obj.db, Path)
+    if pending and before.state not in ("missing", "empty") and on_file:
         ensure_not_held(obj.db, force=force, what="upgrade")
         if no_backup:
             require_free_space(obj.db.parent, obj.db.stat().st_size, "upgrade")
@@ -59,7 +62,7 @@ def upgrade(obj: Ctx, revision: str, dry_run: bool, no_backup: bool, force: bool
             obj.note(f"backup: {backup_file.path} ({size(backup_file.bytes)})")
     after = migrate.upgrade(obj.db, revision)
     advice: list[stats.Advice] = []
-    if pending and before.state not in ("missing", "empty"):
+    if pending and before.state not in ("missing", "empty") and on_file:
         engine = open_engine(obj.db)
         # The migration wrote through the WAL; leave a file, not a file plus a WAL its size.
         checkpoint(engine, "TRUNCATE")

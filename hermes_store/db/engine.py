@@ -512,6 +512,8 @@ def reading(engine: Engine) -> Iterator[Connection]:
     except exc.DBAPIError as err:
         raise _translate(engine, err) from err
     except sqlite3.Error as err:
+        if server:
+            raise  # already one of ours (a server that cannot be reached, …)
         # Statements run on the driver connection under ``conn`` (hot read paths) raise the
         # raw class: damage must name its remedy whichever way the statement went.
         translated = unwrap(err, engine_path(engine))
