@@ -15,9 +15,11 @@ For each size, the seeded corpus of corpus.py is loaded into
 Both are built once per (corpus version, size, seed, head revision) and cached under
 ``benchmarks/.cache/`` (git-ignored; the 200k pair takes about 5 GB). Every query kind runs
 ``--repeats`` rounds after a warm-up; within a round the three layouts run back to back in a
-rotating order, so a burst of load from other processes hits them alike; each figure is the
-minimum over the rounds, the least-disturbed estimate of the cost on a shared machine. Slow
-layouts (v11's LIKE scans) stop after ``--budget`` seconds once they have three samples.
+rotating order, so a burst of load from other processes hits them alike. Latencies are the
+minimum over the rounds, the least-disturbed estimate of the cost on a shared machine; ratios
+are also given as the median of per-round ratios (layouts compared seconds apart), in wall
+time and in CPU time. Slow layouts (v11's LIKE scans) stop after ``--budget`` seconds once
+they have three samples.
 
 Writes ``scale-<label>.json`` and, through report.py, ``scale-<label>.md`` (tables) and
 ``scale-<label>.png`` (latency and size against corpus size) into ``--out``.
@@ -176,29 +178,42 @@ def _runners(built: Built) -> tuple[dict[str, Callable[[str], Any]], Callable[[]
 
 
 def measure(built: Built, repeats: int, budget_s: float,
-            log: Callable[[str], None] = print) -> dict[str, dict[str, dict[str, float]]]:
-    """``{kind: {layout: {"min", "median", "n", "hits"}}}`` in seconds."""
+            log: Callable[[str], None] = print) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{kind: {layout: {"min", "median", "n", "hits", "wall", "cpu"}}}``, in seconds.
+
+    ``wall`` and ``cpu`` (this process's CPU time: the queries run in process on cached pages,
+    so it is what they cost without the waits other processes impose) hold one sample per
+    round, None where the layout sat the round out, so rounds can be compared pairwise.
+    """
     runners, close = _runners(built)
-    out: dict[str, dict[str, dict[str, float]]] = {}
+    out: dict[str, dict[str, dict[str, Any]]] = {}
     try:
         for kind in KINDS:
-            samples: dict[str, list[float]] = {layout: [] for layout in LAYOUTS}
+            wall: dict[str, list[float | None]] = {layout: [] for layout in LAYOUTS}
+            cpu: dict[str, list[float | None]] = {layout: [] for layout in LAYOUTS}
             hits = {layout: len(runners[layout](kind)) for layout in LAYOUTS}  # warm-up
             spent = dict.fromkeys(LAYOUTS, 0.0)
             for round_ in range(repeats):
                 order = LAYOUTS[round_ % 3:] + LAYOUTS[:round_ % 3]
                 for layout in order:
-                    if len(samples[layout]) >= 3 and spent[layout] > budget_s:
+                    taken = [x for x in wall[layout] if x is not None]
+                    if len(taken) >= 3 and spent[layout] > budget_s:
+                        wall[layout].append(None)
+                        cpu[layout].append(None)
                         continue
                     gc.collect()
-                    start = time.perf_counter()
+                    start, start_cpu = time.perf_counter(), time.process_time()
                     runners[layout](kind)
                     took = time.perf_counter() - start
-                    samples[layout].append(took)
+                    cpu[layout].append(time.process_time() - start_cpu)
+                    wall[layout].append(took)
                     spent[layout] += took
-            out[kind] = {layout: {"min": min(s), "median": statistics.median(s), "n": len(s),
-                                  "hits": hits[layout]}
-                         for layout, s in samples.items()}
+            out[kind] = {}
+            for layout in LAYOUTS:
+                taken = [x for x in wall[layout] if x is not None]
+                out[kind][layout] = {"min": min(taken), "median": statistics.median(taken),
+                                     "n": len(taken), "hits": hits[layout],
+                                     "wall": wall[layout], "cpu": cpu[layout]}
             log(f"  {built.messages:>7,} {kind:<9} " + "  ".join(
                 f"{layout} {out[kind][layout]['min'] * 1000:8.2f} ms" for layout in LAYOUTS))
     finally:
