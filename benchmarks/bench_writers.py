@@ -8,6 +8,7 @@ from call to return, so lock waits and retries are inside the figure. Writers st
     python benchmarks/bench_writers.py                 # 1, 2, 4, 8 writers, 300 appends each
     python benchmarks/bench_writers.py --writers 1 4 --messages 1000 --json out.json
     python benchmarks/bench_writers.py --pause-ms 20   # writers that think between turns
+    python benchmarks/bench_writers.py --synchronous OFF  # diagnostic: the disk's fsync left out
 
 Figures depend on the disk and the number of cores; compare runs on one machine only.
 """
@@ -28,7 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hermes_store import SessionDB
+from sqlalchemy import event  # noqa: E402
+
+from hermes_store import SessionDB  # noqa: E402
 from hermes_store.db import engine as eng  # noqa: E402
 from hermes_store.db import migrate  # noqa: E402
 
@@ -51,9 +54,13 @@ class Result:
 
 
 def _writer(path: str, name: str, count: int, pause_s: float, start_file: str,
-            out_file: str) -> None:
+            out_file: str, synchronous: str | None = None) -> None:
     latencies: list[float] = []
     errors = 0
+    if synchronous is not None:
+        engine = eng.open_engine(path)  # the engine SessionDB will use: no connection made yet
+        event.listen(engine, "connect",
+                     lambda dbapi, _rec: dbapi.execute(f"PRAGMA synchronous={synchronous}"))
     with SessionDB(path) as db:
         db.create_session(name, "cli")
         while not os.path.exists(start_file):
@@ -78,7 +85,8 @@ def _percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[index]
 
 
-def run(writers: int, per_writer: int, workdir: Path, pause_s: float = 0.0) -> Result:
+def run(writers: int, per_writer: int, workdir: Path, pause_s: float = 0.0,
+        synchronous: str | None = None) -> Result:
     path = workdir / f"bench-{writers}.db"
     migrate.upgrade(path)
     eng.dispose_all()
@@ -86,7 +94,7 @@ def run(writers: int, per_writer: int, workdir: Path, pause_s: float = 0.0) -> R
     ctx = mp.get_context("spawn")
     outs = [workdir / f"w{writers}-{n}.json" for n in range(writers)]
     procs = [ctx.Process(target=_writer, args=(str(path), f"writer-{n}", per_writer, pause_s,
-                                               str(start_file), str(outs[n])))
+                                               str(start_file), str(outs[n]), synchronous))
              for n in range(writers)]
     for p in procs:
         p.start()
@@ -116,15 +124,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=300, help="appends per writer")
     parser.add_argument("--pause-ms", type=float, default=0.0,
                         help="mean pause between a writer's appends (0: back to back)")
+    parser.add_argument("--synchronous", choices=("OFF", "NORMAL", "FULL"),
+                        help="diagnostic: this PRAGMA synchronous instead of the library's")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     results = []
     with tempfile.TemporaryDirectory(prefix="hermes-bench-") as tmp:
         for n in args.writers:
-            results.append(run(n, args.messages, Path(tmp), args.pause_ms / 1000))
+            results.append(run(n, args.messages, Path(tmp), args.pause_ms / 1000,
+                               args.synchronous))
             print(f"{n} writer(s) done", file=sys.stderr)
     print(f"SQLite {'.'.join(map(str, eng.sqlite_version()))}, {os.cpu_count()} CPU(s), "
-          f"{args.messages} appends per writer, mean pause {args.pause_ms:g} ms\n")
+          f"{args.messages} appends per writer, mean pause {args.pause_ms:g} ms, "
+          f"synchronous {args.synchronous or 'as the library sets it'}\n")
     print("| writers | messages | msgs/s | p50 ms | p99 ms | max ms | errors | WAL peak |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:

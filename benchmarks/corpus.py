@@ -1,8 +1,12 @@
 """A seeded, realistic message corpus for the benchmarks (no downloads, no randomness across runs).
 
-English and CJK prose (Chinese with some Japanese), assistant turns with tool-call JSON, tool
-outputs from a few hundred bytes to 100 kB (log-uniform, like terminal dumps), and a share of
-cron and subagent sessions. The same rows are loaded into every layout being compared.
+English and CJK prose (Chinese with some Japanese and Korean), Russian and Spanish chat,
+assistant turns with tool-call JSON, tool outputs from a few hundred bytes to 100 kB
+(log-uniform, like terminal dumps), and a share of cron and subagent sessions. The same rows are
+loaded into every layout being compared.
+
+``CORPUS_VERSION`` names the generator: bump it whenever the rows it yields change, so corpora
+cached on disk (``benchmarks/scale.py``) are rebuilt instead of being compared with new ones.
 """
 
 from __future__ import annotations
@@ -11,10 +15,12 @@ import json
 import math
 import os
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 DEFAULT_MESSAGES = 20_000
 SEED = 20_260_101
+CORPUS_VERSION = 2
 
 EN_WORDS = (
     "the of and to in is that for it with as was on be by this are or from at an which have "
@@ -36,6 +42,12 @@ ZH_CHARS = (
 ZH_PHRASES = ("数据库迁移", "记忆断裂", "会议纪要", "广西桂林", "部署服务")
 JA_TEXT = ("パスフレーズを入力してください", "通信の問題が発生しました", "設定ファイルを確認する",
            "データベースの移行が完了しました")
+KO_TEXT = ("배포 서버 설정을 확인해 주세요", "데이터베이스 마이그레이션이 끝났습니다",
+           "어제 회의 내용을 정리했습니다", "통신 오류가 다시 발생했어요")
+RU_WORDS = ("сервер база данных ошибка развертывание контейнер запрос ответ индекс поиск "
+            "настройка файл журнал пользователь сессия миграция проверка вчера сегодня").split()
+ES_WORDS = ("el la de que y en los servidor despliegue contenedor base datos error búsqueda "
+            "configuración migración índice sesión usuario registro también después").split()
 TOOLS = ("terminal", "read_file", "write_file", "search_files", "web_fetch", "python_exec")
 LOG_LINES = (
     "INFO  [{n}] request handled in {ms}ms path=/api/v1/items/{n}",
@@ -45,6 +57,9 @@ LOG_LINES = (
     "  {n:>6} {ms:>5} root  S  /usr/bin/python3 -m worker --queue q{s}",
     "drwxr-xr-x  2 root root 4096 Jan {a} 12:{s:02d} build_{n}",
 )
+
+
+Session = tuple[str, str, str, float]  # id, source, model, started_at
 
 
 @dataclass(frozen=True)
@@ -59,7 +74,7 @@ class Row:
 
 @dataclass(frozen=True)
 class Corpus:
-    sessions: list[tuple[str, str, str, float]]  # id, source, model, started_at
+    sessions: list[Session]
     rows: list[Row]
 
     @property
@@ -90,14 +105,24 @@ def _chinese(rng: random.Random, chars: int) -> str:
     return "".join(out) + "。"
 
 
+def _words(rng: random.Random, vocabulary: list[str], words: int) -> str:
+    return " ".join(rng.choice(vocabulary) for _ in range(words)).capitalize() + "."
+
+
 def _prose(rng: random.Random) -> str:
     kind = rng.random()
-    if kind < 0.55:
+    if kind < 0.5:
         return _english(rng, rng.randint(8, 120))
-    if kind < 0.8:
+    if kind < 0.72:
         return _chinese(rng, rng.randint(10, 150))
-    if kind < 0.9:
+    if kind < 0.8:
         return rng.choice(JA_TEXT) + " " + _english(rng, rng.randint(5, 30))
+    if kind < 0.84:
+        return rng.choice(KO_TEXT) + " " + _english(rng, rng.randint(5, 30))
+    if kind < 0.88:
+        return _words(rng, RU_WORDS, rng.randint(8, 60))
+    if kind < 0.92:
+        return _words(rng, ES_WORDS, rng.randint(8, 60))
     return _chinese(rng, rng.randint(5, 40)) + " docker " + _english(rng, rng.randint(5, 30))
 
 
@@ -122,19 +147,24 @@ def _tool_calls(rng: random.Random) -> str:
                         "function": {"name": tool, "arguments": json.dumps(args)}}])
 
 
-def build(messages: int | None = None, seed: int = SEED) -> Corpus:
-    """``messages`` rows (default ``HERMES_BENCH_MESSAGES`` or 20,000) in sessions of 10-60."""
-    total = messages or int(os.environ.get("HERMES_BENCH_MESSAGES", DEFAULT_MESSAGES))
+def generate(messages: int, seed: int = SEED) -> Iterator[tuple[Session, list[Row]]]:
+    """Sessions of 10-60 messages, one at a time, until ``messages`` rows were yielded.
+
+    A corpus of 200k messages holds about 700 MB of text: streaming it lets the scale benchmark
+    load it without holding it all in memory. A prefix of a larger corpus is not a smaller
+    corpus (the last session is cut), so sizes are always generated from the start.
+    """
     rng = random.Random(seed)
-    sessions: list[tuple[str, str, str, float]] = []
-    rows: list[Row] = []
+    made, count = 0, 0
     clock = 1_700_000_000.0
-    while len(rows) < total:
-        sid = f"s{len(sessions):05d}"
+    while made < messages:
+        sid = f"s{count:05d}"
+        count += 1
         source = rng.choices(("cli", "telegram", "discord", "cron", "subagent"),
                              weights=(60, 12, 8, 12, 8))[0]
-        sessions.append((sid, source, rng.choice(("gpt-x", "claude-y", "qwen-z")), clock))
-        for _ in range(min(rng.randint(10, 60), total - len(rows))):
+        session = (sid, source, rng.choice(("gpt-x", "claude-y", "qwen-z")), clock)
+        rows: list[Row] = []
+        for _ in range(min(rng.randint(10, 60), messages - made)):
             clock += rng.uniform(1, 120)
             kind = rng.random()
             if kind < 0.35:
@@ -144,4 +174,16 @@ def build(messages: int | None = None, seed: int = SEED) -> Corpus:
                 rows.append(Row(sid, "assistant", _prose(rng), None, calls, clock))
             else:
                 rows.append(Row(sid, "tool", _tool_output(rng), rng.choice(TOOLS), None, clock))
+        made += len(rows)
+        yield session, rows
+
+
+def build(messages: int | None = None, seed: int = SEED) -> Corpus:
+    """``messages`` rows (default ``HERMES_BENCH_MESSAGES`` or 20,000), held in memory."""
+    total = messages or int(os.environ.get("HERMES_BENCH_MESSAGES", DEFAULT_MESSAGES))
+    sessions: list[Session] = []
+    rows: list[Row] = []
+    for session, chunk in generate(total, seed):
+        sessions.append(session)
+        rows.extend(chunk)
     return Corpus(sessions, rows)

@@ -9,12 +9,17 @@ the tests all get the same behaviour:
 * pysqlite's implicit transaction handling is switched off and we emit ``BEGIN`` ourselves:
   DDL becomes transactional (a failed revision leaves nothing behind) and writers can say
   ``BEGIN IMMEDIATE``, taking the write lock before doing any work;
-* a short SQLite busy timeout, then application-level retries with jitter, bounded by a time
-  budget rather than an attempt count (a sibling holding the lock for seconds must not exhaust
-  us, and identical back-off would make writers queue in convoys);
+* writers of this library queue for the write lock in order (``writer_queue``): a blocking OS
+  lock on the sidecar ``<store>-writer.lock``, taken before ``BEGIN IMMEDIATE`` and released
+  after commit or rollback, so a writer wakes the moment its predecessor is done instead of
+  polling on a timer; readers never take it, and the wait is bounded by the write's budget;
+* behind that, for writers outside this library and filesystems without such locks, a short
+  SQLite busy timeout, then application-level retries with jitter, bounded by a time budget
+  rather than an attempt count (a sibling holding the lock for seconds must not exhaust us, and
+  identical back-off would make writers queue in convoys);
 * WAL, ``foreign_keys=ON``, ``journal_size_limit`` 64 MiB, a PASSIVE checkpoint every 50 writes;
 * new database files (and so their ``-wal``/``-shm``, which SQLite creates with the main file's
-  mode) are 0600;
+  mode) and the writer lock file are 0600;
 * opening an existing store writes nothing: the pragmas used are per-connection, and the journal
   mode is only changed when it is not WAL already.
 """
@@ -39,6 +44,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
 
 from hermes_store.db import postgres
+from hermes_store.db import writer_queue
 from hermes_store.errors import (
     BackendNotSupportedError,
     HermesStoreError,
@@ -84,6 +90,11 @@ class _FileState:
     write_lock: threading.RLock = field(default_factory=threading.RLock)
     writes: int = 0
     wal_warned: bool = False
+    # False once the filesystem refused an OS lock: writes then rely on the busy timeout alone.
+    queue_usable: bool = True
+    # Writes nested in the thread holding ``write_lock``: only the outermost takes the OS lock
+    # (a second flock from the same process would wait for itself).
+    queue_depth: int = 0
 
 
 _registry_lock = threading.Lock()
@@ -92,6 +103,9 @@ _files: dict[str, _FileState] = {}
 
 
 def _file_state(path: str) -> _FileState:
+    state = _files.get(path)  # every write asks: the common case takes no lock, builds nothing
+    if state is not None:
+        return state
     with _registry_lock:
         return _files.setdefault(path, _FileState())
 
@@ -242,7 +256,9 @@ def _install_transaction_control(engine: Engine) -> None:
         mode = str(conn.get_execution_options().get("hermes_begin", "DEFERRED")).upper()
         if mode not in _BEGIN_MODES:
             raise ValueError(f"unknown BEGIN mode {mode!r}")
-        conn.exec_driver_sql(f"BEGIN {mode}")
+        # On the driver: a statement through SQLAlchemy costs more than BEGIN itself, and
+        # errors raised here are wrapped by SQLAlchemy all the same.
+        conn.connection.driver_connection.execute(f"BEGIN {mode}")  # type: ignore[union-attr]
 
 
 def _make_engine(path: str, readonly: bool, location: StoreLocation) -> Engine:
@@ -359,6 +375,34 @@ def dispose_all() -> None:
         _engines.clear()
 
 
+# --------------------------------------------------------------------------- the writers' queue
+
+
+@contextlib.contextmanager
+def _writer_turn(engine: Engine, state: _FileState, deadline: float) -> Iterator[None]:
+    """Hold this file's place at the head of the writers' queue for one write attempt.
+
+    The caller holds ``state.write_lock`` (threads of one process queue there first).
+    """
+    fd = None
+    if (writer_queue.AVAILABLE and state.queue_usable and not state.queue_depth
+            and not engine.info.get("readonly")):  # type: ignore[attr-defined]
+        path = engine_path(engine)
+        try:
+            fd = writer_queue.join(path, deadline)
+        except writer_queue.NoOSLock as err:
+            state.queue_usable = False
+            log.warning("no OS file lock for %s (%s); writers wait on SQLite's busy timeout "
+                        "alone", writer_queue.lock_path(path), err.__cause__)
+    state.queue_depth += 1
+    try:
+        yield
+    finally:
+        state.queue_depth -= 1
+        if fd is not None:
+            writer_queue.leave(fd)
+
+
 # --------------------------------------------------------------------------- writing
 
 
@@ -368,25 +412,43 @@ def _sleep_for(elapsed: float) -> float:
     return random.uniform(SLOW_RETRY_MIN_S, SLOW_RETRY_MAX_S)
 
 
-def _retrying(engine: Engine, attempt: Callable[[], T], *, budget: float, what: str) -> T:
-    """Run ``attempt()`` (under this file's in-process write lock on SQLite), retrying lock
-    errors, and on PostgreSQL serialization failures and deadlocks.
+def _busy(what: str, elapsed: float, attempts: int) -> StoreBusyError:
+    return StoreBusyError(
+        f"database is locked: {what} gave up after {elapsed:.1f}s ({attempts} attempts); "
+        "another process holds the write lock", waited_s=elapsed, attempts=attempts)
 
-    Each retry waits a jittered interval (short at first, longer once a sibling has held the
-    lock for a while) and never sleeps past ``budget``; then :class:`StoreBusyError` (an
+
+def _retrying(engine: Engine, attempt: Callable[[], T], *, budget: float, what: str) -> T:
+    """Run ``attempt()`` at the head of the writers' queue, retrying lock errors (and, on
+    PostgreSQL, serialization failures and deadlocks).
+
+    Threads of this process queue on the file's in-process lock, processes on the OS lock
+    (:func:`_writer_turn`). A lock error can still come from a writer outside this library:
+    each retry then waits a jittered interval (short at first, longer once a sibling has held
+    the lock for a while) and never sleeps past ``budget``; then :class:`StoreBusyError` (an
     ``sqlite3.OperationalError``) says how long we waited. Other errors propagate at once, as
     the ``sqlite3`` error behind them (on PostgreSQL: our error for it, else psycopg's).
     """
     server = is_server(engine)
-    lock = contextlib.nullcontext() if server else _file_state(engine_path(engine)).write_lock
+    state = None if server else _file_state(engine_path(engine))
+    lock = contextlib.nullcontext() if state is None else state.write_lock
+
+    # A server orders its own writers: only a file's writers queue on the OS lock.
+    def turn(deadline: float) -> contextlib.AbstractContextManager[object]:
+        if state is None:
+            return contextlib.nullcontext()
+        return _writer_turn(engine, state, deadline)
+
     retryable = postgres.is_retryable if server else is_lock_error
     start = time.monotonic()
     attempts = 0
     while True:
         attempts += 1
         try:
-            with lock:
+            with lock, turn(start + budget):
                 return attempt()
+        except writer_queue.QueueTimeout:
+            raise _busy(what, time.monotonic() - start, attempts) from None
         except Exception as err:  # noqa: BLE001 - classified below
             if not retryable(err):
                 translated = _translate(engine, err)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from hermes_store.db.engine import FILE_MODE, open_engine
 from hermes_store.errors import StoreBusyError, StoreFullError, StoreNotFoundError
-from hermes_store.ops.holders import SIDECAR_SUFFIXES, store_files
+from hermes_store.ops.holders import DATA_SUFFIXES, store_files
 
 BACKUP_DEADLINE_S = 30.0
 PAGES_PER_STEP = 1024
@@ -115,10 +115,10 @@ def backup_store(path: str | os.PathLike[str], *, dest_dir: Path | None = None,
 
 
 def copy_with_sidecars(path: str | os.PathLike[str], dest: Path) -> list[Path]:
-    """Byte copies of the store and its sidecars as ``dest`` and ``dest-wal`` etc.
+    """Byte copies of the store and its journals as ``dest`` and ``dest-wal`` etc.
 
     Not a snapshot: callers use it only when no other process holds the store, or on a store
-    that does not open at all.
+    that does not open at all. The writers' lock file holds no data and is not copied.
     """
     src = Path(path)
     if not src.exists():
@@ -126,7 +126,7 @@ def copy_with_sidecars(path: str | os.PathLike[str], dest: Path) -> list[Path]:
     dest.parent.mkdir(parents=True, exist_ok=True)
     require_free_space(dest.parent, store_bytes(src), "the copy")
     copied = []
-    for suffix in ("", *SIDECAR_SUFFIXES):
+    for suffix in ("", *DATA_SUFFIXES):
         source = Path(f"{src}{suffix}")
         if source.exists():
             target = Path(f"{dest}{suffix}")

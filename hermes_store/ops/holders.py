@@ -16,9 +16,13 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
+from hermes_store.db import writer_queue
 from hermes_store.errors import StoreHeldError
 
-SIDECAR_SUFFIXES = ("-wal", "-shm", "-journal")
+# The files beside a store: SQLite's journals, which may hold committed transactions, and the
+# writers' lock file, which holds nothing but is open in every process writing.
+DATA_SUFFIXES = ("-wal", "-shm", "-journal")
+SIDECAR_SUFFIXES = (*DATA_SUFFIXES, writer_queue.SUFFIX)
 _PROC = Path("/proc")
 
 

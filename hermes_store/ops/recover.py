@@ -36,7 +36,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, exc
 
-from hermes_store.db import catalog, migrate, topics
+from hermes_store.db import catalog, migrate, topics, writer_queue
 from hermes_store.db.engine import (
     FILE_MODE,
     checkpoint,
@@ -49,7 +49,7 @@ from hermes_store.db.engine import (
 from hermes_store.db.models import Base
 from hermes_store.errors import OutputError, StoreNotFoundError, UsageError
 from hermes_store.ops.backup import copy_with_sidecars, require_free_space, store_bytes
-from hermes_store.ops.holders import SIDECAR_SUFFIXES, ensure_not_held
+from hermes_store.ops.holders import DATA_SUFFIXES, SIDECAR_SUFFIXES, ensure_not_held
 from hermes_store.version import __version__
 
 ProgressFn = Callable[[str, int, int], None]
@@ -112,7 +112,7 @@ def fingerprint(path: Path) -> Fingerprint:
 
 
 def fingerprints(source: Path) -> list[Fingerprint]:
-    files = [source, *(Path(f"{source}{s}") for s in SIDECAR_SUFFIXES)]
+    files = [source, *(Path(f"{source}{s}") for s in DATA_SUFFIXES)]
     return [fingerprint(f) for f in files if f.exists()]
 
 
@@ -417,6 +417,8 @@ def recover_store(source: str | os.PathLike[str], output: str | os.PathLike[str]
     if report.status in ("complete", "partial"):
         forget(building)
         os.replace(building, out_path)
+        # Writers of the new store lock the file named after it; the scratch name's is stale.
+        Path(writer_queue.lock_path(building)).unlink(missing_ok=True)
         report.next_steps = _swap_steps(src_path, out_path)
     elif not inspect_only:
         _discard(building)

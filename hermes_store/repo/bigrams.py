@@ -149,13 +149,39 @@ def _sync(conn: Connection, ids: list[int]) -> None:
     conn.exec_driver_sql(_CLEAR_PENDING, (batch,))
 
 
+# One message (every append) takes the same steps with ``id = ?`` on the driver cursor:
+# SQLAlchemy's per-statement cost was most of an append's fixed cost.
+_DELETE_SIDE_ONE = f"DELETE FROM messages_cjk WHERE id = ? AND NOT {_IN_WINDOW.format(id='id')}"
+_SCOPE_ROW = ("SELECT text, tool_name, tool_calls FROM messages_search_scope WHERE id = ? "
+              f"AND NOT {_IN_WINDOW.format(id='id')}")
+_CLEAR_PENDING_ONE = "DELETE FROM messages_cjk_pending WHERE id = ?"
+
+
+def _sync_one(conn: Connection, row_id: int) -> list[int]:
+    """:func:`_sync` of one id; returns the pending ids a writer drains on its way."""
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(_DELETE_SIDE_ONE, (row_id,))
+        found = cursor.execute(_SCOPE_ROW, (row_id,)).fetchone()
+        side = side_row(*found) if found is not None else None
+        if side is not None:
+            cursor.execute(_INSERT_SIDE, (row_id, *side))
+        cursor.execute(_CLEAR_PENDING_ONE, (row_id,))
+        return [r[0] for r in cursor.execute(_PENDING_IDS, (OPPORTUNISTIC_DRAIN,))]
+    finally:
+        cursor.close()
+
+
 def sync_messages(conn: Connection, ids: Iterable[int]) -> None:
     """Derive and store the bigram rows of these messages (no-op until the index exists)."""
     wanted = sorted({int(i) for i in ids})
     if not wanted or not has_index(conn):
         return
-    _sync(conn, wanted)
-    extra = [r[0] for r in conn.exec_driver_sql(_PENDING_IDS, (OPPORTUNISTIC_DRAIN,))]
+    if len(wanted) == 1:
+        extra = _sync_one(conn, wanted[0])
+    else:
+        _sync(conn, wanted)
+        extra = [r[0] for r in conn.exec_driver_sql(_PENDING_IDS, (OPPORTUNISTIC_DRAIN,))]
     if extra:
         _sync(conn, extra)
 

@@ -10,6 +10,9 @@ and statement and keep the CJK index in the same transaction. Cells are encoded 
 
 from __future__ import annotations
 
+import functools
+import json
+import logging
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Table, bindparam, column, delete, func, insert, select, table, update
+from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 
 from hermes_store.content import (
     check_text,
@@ -117,15 +121,38 @@ _BUMP_COUNTERS = update(sessions).where(sessions.c.id == bindparam("sid")).value
     message_count=func.coalesce(sessions.c.message_count, 0) + bindparam("rows"),
     tool_call_count=func.coalesce(sessions.c.tool_call_count, 0) + bindparam("delta"),
 )
+# On SQLite the same two statements, compiled once, run on the driver cursor: SQLAlchemy's
+# per-statement execution cost more than the statements themselves (benchmarks/
+# test_bench_append.py). The message id is the cursor's lastrowid, which triggers do not move.
+_SQLITE = sqlite_dialect(paramstyle="named")
+_BUMP_COMPILED = _BUMP_COUNTERS.compile(dialect=_SQLITE)
+_BUMP_SQLITE = _BUMP_COMPILED.string
+_BUMP_SQLITE_PARAMS = dict(_BUMP_COMPILED.params)  # the constants 0 and 1 (a property: rebuilt)
+
+
+@functools.cache
+def _insert_sqlite(columns: tuple[str, ...]) -> str:
+    # Keyed by the row's own columns, so a column added to the row is never left out.
+    return insert(messages).compile(dialect=_SQLITE, column_keys=list(columns)).string
 
 
 def append(conn: Executor, message: PreparedMessage) -> int:
     """Insert the row, bump the session's counters and keep the CJK index, all in ``conn``'s
     transaction. An unknown session fails with ``IntegrityError`` (foreign key)."""
-    new_id = conn.execute(_INSERT_MESSAGE, message.row).scalar_one()
-    conn.execute(_BUMP_COUNTERS, {"sid": message.row["session_id"], "rows": 1,
-                                  "delta": message.tool_call_delta})
-    bigrams.sync_messages(connection_of(conn), [new_id])
+    conn = connection_of(conn)
+    row = message.row
+    bump = {"sid": row["session_id"], "rows": 1, "delta": message.tool_call_delta}
+    if conn.dialect.name == "sqlite":
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            new_id = cursor.execute(_insert_sqlite(tuple(row)), row).lastrowid
+            cursor.execute(_BUMP_SQLITE, {**_BUMP_SQLITE_PARAMS, **bump})
+        finally:
+            cursor.close()
+    else:
+        new_id = conn.execute(_INSERT_MESSAGE, row).scalar_one()
+        conn.execute(_BUMP_COUNTERS, bump)
+    bigrams.sync_messages(conn, [new_id])
     return int(new_id)
 
 
