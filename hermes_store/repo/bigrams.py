@@ -151,9 +151,9 @@ def _sync(conn: Connection, ids: list[int]) -> None:
 
 # One message (every append) takes the same steps with ``id = ?`` on the driver cursor:
 # SQLAlchemy's per-statement cost was most of an append's fixed cost.
-_DELETE_SIDE_ONE = f"DELETE FROM messages_cjk WHERE id = ? AND NOT {_IN_WINDOW.format(id='id')}"
+_DELETE_SIDE_ONE = f"DELETE FROM messages_cjk WHERE id = ? AND NOT {catalog.in_backfill_window('id')}"
 _SCOPE_ROW = ("SELECT text, tool_name, tool_calls FROM messages_search_scope WHERE id = ? "
-              f"AND NOT {_IN_WINDOW.format(id='id')}")
+              f"AND NOT {catalog.in_backfill_window('id')}")
 _CLEAR_PENDING_ONE = "DELETE FROM messages_cjk_pending WHERE id = ?"
 
 

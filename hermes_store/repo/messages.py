@@ -11,8 +11,6 @@ and statement and keep the CJK index in the same transaction. Cells are encoded 
 from __future__ import annotations
 
 import functools
-import json
-import logging
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
