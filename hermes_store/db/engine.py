@@ -412,10 +412,10 @@ def _sleep_for(elapsed: float) -> float:
     return random.uniform(SLOW_RETRY_MIN_S, SLOW_RETRY_MAX_S)
 
 
-def _busy(what: str, elapsed: float, attempts: int) -> StoreBusyError:
-    return StoreBusyError(
+def _busy(what: str, elapsed: float, attempts: int, message: str | None = None) -> StoreBusyError:
+    return StoreBusyError(message or (
         f"database is locked: {what} gave up after {elapsed:.1f}s ({attempts} attempts); "
-        "another process holds the write lock", waited_s=elapsed, attempts=attempts)
+        "another process holds the write lock"), waited_s=elapsed, attempts=attempts)
 
 
 def _retrying(engine: Engine, attempt: Callable[[], T], *, budget: float, what: str) -> T:
@@ -457,10 +457,8 @@ def _retrying(engine: Engine, attempt: Callable[[], T], *, budget: float, what: 
                 raise translated from err
             elapsed = time.monotonic() - start
             if elapsed >= budget:
-                message = (postgres.gave_up(what, elapsed, attempts, err) if server else
-                           f"database is locked: {what} gave up after {elapsed:.1f}s "
-                           f"({attempts} attempts); another process holds the write lock")
-                raise StoreBusyError(message, waited_s=elapsed, attempts=attempts) from err
+                message = postgres.gave_up(what, elapsed, attempts, err) if server else None
+                raise _busy(what, elapsed, attempts, message) from err
             time.sleep(min(_sleep_for(elapsed), max(0.0, budget - elapsed)))
 
 
