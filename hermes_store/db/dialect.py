@@ -200,6 +200,7 @@ def _starts_with_sqlite(element: starts_with, compiler: Any, **kw: Any) -> str:
 
 @compiles(starts_with, PG)
 def _starts_with_pg(element: starts_with, compiler: Any, **kw: Any) -> str:
-    stored = escape_nul(element.prefix)
-    head = func.substr(element.expr, 1, len(stored))
-    return compiler.process(head == literal(stored, Text), **kw)
+    # The prefix travels as a parameter, which the connection escapes as it does every
+    # string; only the length must count the stored (escaped) form.
+    head = func.substr(element.expr, 1, len(escape_nul(element.prefix)))
+    return compiler.process(head == literal(element.prefix, Text), **kw)
