@@ -49,8 +49,8 @@ from sqlalchemy import (
     literal,
     literal_column,
     select,
-    table,
 )
+from sqlalchemy import table as table_clause
 from sqlalchemy.dialects.postgresql import DOUBLE_PRECISION, JSONB, REGCLASS
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -116,7 +116,7 @@ def json_values(db: Connection | Session, json_array: str) -> Select[Any]:
     return select(literal_column("value")).select_from(func.json_each(json_array))
 
 
-_SQLITE_SEQUENCE = table("sqlite_sequence", column("name"), column("seq"))
+_SQLITE_SEQUENCE = table_clause("sqlite_sequence", column("name"), column("seq"))
 
 
 def _identity_sequence(table: Table) -> Any:
