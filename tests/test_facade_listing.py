@@ -62,6 +62,14 @@ def test_preview_of_multimodal_content_shows_text_parts_only(db: SessionDB) -> N
     assert db.list_sessions_rich()[0]["preview"] == "what is this?"
 
 
+def test_preview_of_long_multimodal_content_is_read_whole(db: SessionDB) -> None:
+    # Longer than the plain-text fetch: cut short, the stored JSON would not parse.
+    make(db, "s1", T)
+    db.append_message("s1", "user", [{"type": "image_url", "image_url": {"url": "x" * 2000}},
+                                     {"type": "text", "text": "and this one?"}])
+    assert db.list_sessions_rich()[0]["preview"] == "and this one?"
+
+
 def test_no_user_message_gives_an_empty_preview(db: SessionDB) -> None:
     make(db, "s1", T)
     db.append_message("s1", "assistant", "hello")

@@ -12,7 +12,7 @@ import pytest
 from backends import sql
 
 from hermes_store import SessionDB
-from hermes_store.repo import bigrams
+from hermes_store.repo import bigrams, messages
 
 
 @pytest.fixture
@@ -44,6 +44,29 @@ def test_ids_are_never_reused_after_a_delete(db: SessionDB) -> None:
     first = db.append_message("s1", "user", "x")
     db.clear_messages("s1")
     assert db.append_message("s1", "user", "y") > first
+
+
+def stored(db: SessionDB, *rows: dict) -> list[int]:
+    """Rows appended as a backup or an import appends them (``keep_ids``: ids as given)."""
+    batch = [messages.stored_message({"session_id": "s1", "role": "user", "timestamp": 1.0,
+                                      **row}) for row in rows]
+    return db._write(lambda c: messages.append_many(c, batch, keep_ids=True))
+
+
+def test_ids_given_explicitly_are_kept_and_never_handed_out_again(db: SessionDB) -> None:
+    assert stored(db, {"id": 1000, "content": "a"}, {"id": 1002, "content": "b"}) == [1000, 1002]
+    assert db.append_message("s1", "user", "next") == 1003
+    assert stored(db, {"content": "numbered by the store"}) == [1004]
+
+
+def test_a_batch_the_store_numbers_stays_above_ids_deleted_or_taken(db: SessionDB) -> None:
+    top = db.append_message("s1", "user", "x")
+    db.clear_messages("s1")
+    first = stored(db, {"content": "a"}, {"content": "b"})
+    assert first == sorted(first) and first[0] > top
+    taken = stored(db, {"id": first[0], "content": "an id in use: renumbered"})
+    assert taken[0] > first[1]
+    assert db.append_message("s1", "user", "y") > taken[0]
 
 
 def test_timestamp_defaults_to_now_and_may_be_given(db: SessionDB) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 from sqlalchemy import func, insert, select
@@ -96,7 +95,8 @@ def _row(sid: str, **kw: object) -> dict[str, object]:
 
 
 @pytest.fixture
-def store(head_db: Path) -> Path:
+def filled(head_store: str) -> str:
+    """Four sessions on a store at head, on either backend."""
     rows = [
         _row("old", last_activity_at=NOW - 86400 * 60, title="Fix 100% of bugs", model="gpt-5",
              cwd="/a/b", git_branch="feature/Login_fix", billing_provider="OpenRouter",
@@ -110,91 +110,91 @@ def store(head_db: Path) -> Path:
              title="plain", source="cron", git_repo_root="", message_count=5),
         _row("nocost", started_at=NOW - 86400 * 200, cwd=None, title=None, source="cli"),
     ]
-    engine = open_engine(head_db)
+    engine = open_engine(head_store)
     run_write(engine, lambda conn: [conn.execute(insert(S).values(**r)) for r in rows])
-    return head_db
+    return head_store
 
 
-def _ids(path: Path, flt: SessionFilter) -> set[str]:
+def _ids(path: str, flt: SessionFilter) -> set[str]:
     with reading(open_engine(path)) as conn:
         return set(conn.scalars(select(S.c.id).where(flt.where(LAST_ACTIVITY))))
 
 
-def test_empty_filter_matches_everything(store: Path) -> None:
+def test_empty_filter_matches_everything(filled: str) -> None:
     flt = SessionFilter(now=NOW)
     assert flt.is_empty
-    assert _ids(store, flt) == {"old", "recent", "mid", "nocost"}
+    assert _ids(filled, flt) == {"old", "recent", "mid", "nocost"}
 
 
-def test_older_and_newer_than_bound_last_activity(store: Path) -> None:
-    assert _ids(store, SessionFilter(older_than="30d", now=NOW)) == {"old", "nocost"}
-    assert _ids(store, SessionFilter(newer_than="2h", now=NOW)) == {"recent"}
-    assert _ids(store, SessionFilter(newer_than="70", older_than="5d", now=NOW)) == {"old", "mid"}
+def test_older_and_newer_than_bound_last_activity(filled: str) -> None:
+    assert _ids(filled, SessionFilter(older_than="30d", now=NOW)) == {"old", "nocost"}
+    assert _ids(filled, SessionFilter(newer_than="2h", now=NOW)) == {"recent"}
+    assert _ids(filled, SessionFilter(newer_than="70", older_than="5d", now=NOW)) == {"old", "mid"}
 
 
-def test_before_and_after_bound_started_at(store: Path) -> None:
-    assert _ids(store, SessionFilter(after=NOW - 86400 * 50, now=NOW)) == {"mid"}
-    assert _ids(store, SessionFilter(before="150d", now=NOW)) == {"nocost"}
+def test_before_and_after_bound_started_at(filled: str) -> None:
+    assert _ids(filled, SessionFilter(after=NOW - 86400 * 50, now=NOW)) == {"mid"}
+    assert _ids(filled, SessionFilter(before="150d", now=NOW)) == {"nocost"}
 
 
-def test_sources_are_ored_and_exact(store: Path) -> None:
-    assert _ids(store, SessionFilter(sources=("cron", "telegram"), now=NOW)) == {"mid", "recent"}
-    assert _ids(store, SessionFilter(sources=("cl",), now=NOW)) == set()
+def test_sources_are_ored_and_exact(filled: str) -> None:
+    assert _ids(filled, SessionFilter(sources=("cron", "telegram"), now=NOW)) == {"mid", "recent"}
+    assert _ids(filled, SessionFilter(sources=("cl",), now=NOW)) == set()
 
 
-def test_substring_filters_are_case_insensitive_and_escape_wildcards(store: Path) -> None:
-    assert _ids(store, SessionFilter(title="100%", now=NOW)) == {"old"}
-    assert _ids(store, SessionFilter(title="FIX", now=NOW)) == {"old", "recent"}
-    assert _ids(store, SessionFilter(branch="login_", now=NOW)) == {"old"}
-    assert _ids(store, SessionFilter(branch="login%", now=NOW)) == set()
-    assert _ids(store, SessionFilter(model="SONNET", now=NOW)) == {"recent"}
+def test_substring_filters_are_case_insensitive_and_escape_wildcards(filled: str) -> None:
+    assert _ids(filled, SessionFilter(title="100%", now=NOW)) == {"old"}
+    assert _ids(filled, SessionFilter(title="FIX", now=NOW)) == {"old", "recent"}
+    assert _ids(filled, SessionFilter(branch="login_", now=NOW)) == {"old"}
+    assert _ids(filled, SessionFilter(branch="login%", now=NOW)) == set()
+    assert _ids(filled, SessionFilter(model="SONNET", now=NOW)) == {"recent"}
 
 
-def test_provider_is_exact_but_case_insensitive(store: Path) -> None:
-    assert _ids(store, SessionFilter(provider="openrouter", now=NOW)) == {"old"}
-    assert _ids(store, SessionFilter(provider="open", now=NOW)) == set()
+def test_provider_is_exact_but_case_insensitive(filled: str) -> None:
+    assert _ids(filled, SessionFilter(provider="openrouter", now=NOW)) == {"old"}
+    assert _ids(filled, SessionFilter(provider="open", now=NOW)) == set()
 
 
-def test_exact_filters(store: Path) -> None:
-    assert _ids(store, SessionFilter(end_reason="user_exit", now=NOW)) == {"old"}
-    assert _ids(store, SessionFilter(user="ana", now=NOW)) == {"old"}
+def test_exact_filters(filled: str) -> None:
+    assert _ids(filled, SessionFilter(end_reason="user_exit", now=NOW)) == {"old"}
+    assert _ids(filled, SessionFilter(user="ana", now=NOW)) == {"old"}
 
 
-def test_chat_filters_match_the_gateway_columns_exactly(store: Path) -> None:
-    assert _ids(store, SessionFilter(chat_id="42", now=NOW)) == {"recent"}
-    assert _ids(store, SessionFilter(chat_id="4", now=NOW)) == set()
-    assert _ids(store, SessionFilter(chat_type="dm", now=NOW)) == {"recent"}
+def test_chat_filters_match_the_gateway_columns_exactly(filled: str) -> None:
+    assert _ids(filled, SessionFilter(chat_id="42", now=NOW)) == {"recent"}
+    assert _ids(filled, SessionFilter(chat_id="4", now=NOW)) == set()
+    assert _ids(filled, SessionFilter(chat_type="dm", now=NOW)) == {"recent"}
 
 
-def test_cwd_matches_on_path_component_boundaries(store: Path) -> None:
-    assert _ids(store, SessionFilter(cwd="/a/b", now=NOW)) == {"old", "mid"}
-    assert _ids(store, SessionFilter(cwd="/a/b/", now=NOW)) == {"old", "mid"}
-    assert _ids(store, SessionFilter(cwd="/a", now=NOW)) == {"old", "mid", "recent"}
-    assert _ids(store, SessionFilter(cwd="/", now=NOW)) == {"old", "mid", "recent"}
+def test_cwd_matches_on_path_component_boundaries(filled: str) -> None:
+    assert _ids(filled, SessionFilter(cwd="/a/b", now=NOW)) == {"old", "mid"}
+    assert _ids(filled, SessionFilter(cwd="/a/b/", now=NOW)) == {"old", "mid"}
+    assert _ids(filled, SessionFilter(cwd="/a", now=NOW)) == {"old", "mid", "recent"}
+    assert _ids(filled, SessionFilter(cwd="/", now=NOW)) == {"old", "mid", "recent"}
 
 
-def test_workspace_uses_git_root_else_cwd(store: Path) -> None:
-    assert _ids(store, SessionFilter(workspace="hermes", now=NOW)) == {"recent"}
+def test_workspace_uses_git_root_else_cwd(filled: str) -> None:
+    assert _ids(filled, SessionFilter(workspace="hermes", now=NOW)) == {"recent"}
     # "recent" has a git root, so its cwd /a/bc is not its workspace; "mid" has an empty root.
-    assert _ids(store, SessionFilter(workspace="/a/b", now=NOW)) == {"old", "mid"}
+    assert _ids(filled, SessionFilter(workspace="/a/b", now=NOW)) == {"old", "mid"}
 
 
-def test_numeric_bounds_are_inclusive(store: Path) -> None:
-    assert _ids(store, SessionFilter(min_messages=5, max_messages=12, now=NOW)) == {"old", "mid"}
-    assert _ids(store, SessionFilter(min_tokens=150, now=NOW)) == {"old"}
-    assert _ids(store, SessionFilter(max_tokens=15, min_tokens=15, now=NOW)) == {"recent"}
-    assert _ids(store, SessionFilter(min_tool_calls=3, now=NOW)) == {"old"}
+def test_numeric_bounds_are_inclusive(filled: str) -> None:
+    assert _ids(filled, SessionFilter(min_messages=5, max_messages=12, now=NOW)) == {"old", "mid"}
+    assert _ids(filled, SessionFilter(min_tokens=150, now=NOW)) == {"old"}
+    assert _ids(filled, SessionFilter(max_tokens=15, min_tokens=15, now=NOW)) == {"recent"}
+    assert _ids(filled, SessionFilter(min_tool_calls=3, now=NOW)) == {"old"}
 
 
-def test_cost_is_actual_else_estimated_else_zero(store: Path) -> None:
-    assert _ids(store, SessionFilter(min_cost=0.1, now=NOW)) == {"old", "recent"}
-    assert _ids(store, SessionFilter(max_cost=0.0, now=NOW)) == {"mid", "nocost"}
+def test_cost_is_actual_else_estimated_else_zero(filled: str) -> None:
+    assert _ids(filled, SessionFilter(min_cost=0.1, now=NOW)) == {"old", "recent"}
+    assert _ids(filled, SessionFilter(max_cost=0.0, now=NOW)) == {"mid", "nocost"}
 
 
-def test_values_are_bound_not_inlined(store: Path) -> None:
+def test_values_are_bound_not_inlined(filled: str) -> None:
     clause = SessionFilter(title="x' OR 1=1 --", now=NOW).where(LAST_ACTIVITY)
     assert "OR 1=1" not in str(clause.compile())
-    assert _ids(store, SessionFilter(title="x' OR 1=1 --", now=NOW)) == set()
+    assert _ids(filled, SessionFilter(title="x' OR 1=1 --", now=NOW)) == set()
 
 
 def test_describe_names_each_filter() -> None:
@@ -202,14 +202,14 @@ def test_describe_names_each_filter() -> None:
     assert "last active before 2026-07-05 14:30" in text and "source 'cli'" in text
 
 
-def test_shares_the_session_apis_last_activity_expression(store: Path) -> None:
+def test_shares_the_session_apis_last_activity_expression(filled: str) -> None:
     from hermes_store.db.models import Message
     from hermes_store.repo import lineage
 
     # A fresh message makes "old" recent, whatever its last_activity_at says.
-    run_write(open_engine(store), lambda conn: conn.execute(insert(Message.__table__).values(
+    run_write(open_engine(filled), lambda conn: conn.execute(insert(Message.__table__).values(
         session_id="old", role="user", content="still here", timestamp=NOW - 3600)))
     expr = lineage.last_activity(S, now=NOW)
-    with reading(open_engine(store)) as conn:
+    with reading(open_engine(filled)) as conn:
         stale = set(conn.scalars(select(S.c.id).where(SessionFilter(older_than="30d", now=NOW).where(expr))))
     assert stale == {"nocost"}

@@ -77,14 +77,13 @@ def test_a_cooldown_error_with_a_lone_surrogate_is_kept_escaped(db: SessionDB) -
     assert db.get_compression_failure_cooldown("s1")["error"] == "no file b'\\udcff'"
 
 
-def test_recording_a_cooldown_never_raises_on_a_database_error(store_path: Path,
-                                                                caplog) -> None:
-    store = SessionDB(store_path)
-    make(store, "s1")
-    store.close()
+def test_recording_a_cooldown_never_raises_on_a_database_error(store: str, caplog) -> None:
+    opened = SessionDB(store)
+    make(opened, "s1")
+    opened.close()
     with caplog.at_level(logging.WARNING, logger="hermes_store.facade"):
-        store.record_compression_failure_cooldown("s1", time.time() + 60, "x")
-        store.clear_compression_failure_cooldown("s1")
+        opened.record_compression_failure_cooldown("s1", time.time() + 60, "x")
+        opened.clear_compression_failure_cooldown("s1")
     assert "record_compression_failure_cooldown failed" in caplog.text
 
 
@@ -134,12 +133,12 @@ def test_the_streak_of_a_falsy_or_unknown_id_is_zero(db: SessionDB) -> None:
     assert db.session_count() == 0
 
 
-def test_reading_the_streak_never_raises_even_after_close(store_path: Path) -> None:
-    store = SessionDB(store_path)
-    make(store, "s1")
-    store.set_compression_fallback_streak("s1", 4)
-    store.close()
-    assert store.get_compression_fallback_streak("s1") == 0
+def test_reading_the_streak_never_raises_even_after_close(store: str) -> None:
+    opened = SessionDB(store)
+    make(opened, "s1")
+    opened.set_compression_fallback_streak("s1", 4)
+    opened.close()
+    assert opened.get_compression_fallback_streak("s1") == 0
 
 
 def test_a_non_integer_streak_in_an_adopted_sqlite_file_reads_as_zero(store_path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from pathlib import Path
 
 import pytest
 from v21_stores import BASE_TS, db, make, v21_db
@@ -119,17 +118,17 @@ def test_pending_handoffs_are_listed_oldest_first(db: SessionDB) -> None:
     assert "compression_fallback_streak" in rows[0]
 
 
-def test_the_readers_answer_nothing_on_a_read_error(store_path: Path, caplog) -> None:
-    store = SessionDB(store_path)
-    make(store, "s1")
-    store.request_handoff("s1", "telegram")
-    store.close()
+def test_the_readers_answer_nothing_on_a_read_error(store: str, caplog) -> None:
+    opened = SessionDB(store)
+    make(opened, "s1")
+    opened.request_handoff("s1", "telegram")
+    opened.close()
     with caplog.at_level(logging.WARNING, logger="hermes_store.facade"):
-        assert store.get_handoff_state("s1") is None
-        assert store.list_pending_handoffs() == []
+        assert opened.get_handoff_state("s1") is None
+        assert opened.list_pending_handoffs() == []
     assert "list_pending_handoffs failed" in caplog.text
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
-        store.request_handoff("s1", "telegram")
+        opened.request_handoff("s1", "telegram")
 
 
 def test_sessions_of_the_v21_agents_store_start_without_handoff(v21_db: SessionDB) -> None:

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from backends import sql
 from sqlalchemy import func, select, update
+from v21_stores import db  # noqa: F401  (the ``db`` fixture)
 
 from hermes_store import SessionDB
 from hermes_store.db.models import ChatSession, Message
 from hermes_store.repo import bigrams
-
-from v21_stores import db  # noqa: F401  (the ``db`` fixture)
 
 SESSIONS, MESSAGES = ChatSession.__table__, Message.__table__
 MIB = 1024 * 1024
@@ -244,6 +244,7 @@ def test_missing_timestamps_come_from_a_clock_that_never_goes_back(db: SessionDB
     assert stamps[4] > stamps[3]
 
 
+@pytest.mark.sqlite_only  # FTS5 and its CJK side table; PostgreSQL search is its own slice
 def test_imported_messages_are_searchable_at_once_cjk_included(db: SessionDB) -> None:
     ok(db.import_sessions([entry("s", {"role": "user", "content": "deploy the 東京 cluster"},
                                  *[{"role": "assistant", "content": f"step {n}"}
@@ -467,7 +468,8 @@ def test_caps_can_be_lowered_on_one_instance(db: SessionDB) -> None:
 # --------------------------------------------------------------------------- one unit
 
 
-def test_a_failure_during_the_write_leaves_the_store_as_it_was(db: SessionDB) -> None:
+@pytest.mark.sqlite_only
+def test_a_failure_during_the_write_leaves_the_sqlite_store_as_it_was(db: SessionDB) -> None:
     db.create_session("kept", "cli")
     db._conn.execute("CREATE TRIGGER refuse AFTER INSERT ON messages "
                      "WHEN NEW.content = 'poison' BEGIN SELECT RAISE(ABORT, 'refused'); END")
@@ -477,3 +479,22 @@ def test_a_failure_during_the_write_leaves_the_store_as_it_was(db: SessionDB) ->
         db.import_sessions(payload)
     assert counts(db) == (1, 0)
     assert db.get_session("a") is None
+
+
+def test_a_failure_during_the_write_leaves_the_server_store_as_it_was(pg_store: str) -> None:
+    import psycopg  # pg_store has it: the postgres extra
+
+    refuse = ("CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+              "IF NEW.content = 'poison' THEN RAISE EXCEPTION 'refused'; END IF; "
+              "RETURN NEW; END $$")
+    with SessionDB(pg_store) as db:
+        sql(db, refuse)
+        sql(db, "CREATE TRIGGER refuse AFTER INSERT ON messages "
+                "FOR EACH ROW EXECUTE FUNCTION refuse()")
+        db.create_session("kept", "cli")
+        payload = [entry("a", {"role": "user", "content": "fine"}),
+                   entry("b", {"role": "user", "content": "poison"}, parent_session_id="a")]
+        with pytest.raises(psycopg.errors.RaiseException, match="refused"):
+            db.import_sessions(payload)
+        assert counts(db) == (1, 0)
+        assert db.get_session("a") is None

@@ -61,10 +61,10 @@ def telegram(store: SessionDB, sid: str, user: str = "42", **kw: Any) -> str:
 # --------------------------------------------------------------------------- opt-in tables
 
 
-def test_ordinary_opens_never_create_the_topic_tables(db: SessionDB, store_path: Path) -> None:
+def test_ordinary_opens_never_create_the_topic_tables(db: SessionDB) -> None:
     assert not {MODE_TABLE, BINDINGS_TABLE} & tables_of(db)
     db.close()
-    with SessionDB(store_path) as again:
+    with SessionDB(db.location) as again:
         assert not {MODE_TABLE, BINDINGS_TABLE} & tables_of(again)
 
 
@@ -123,7 +123,9 @@ def test_the_models_create_what_the_agents_ddl_creates(db: SessionDB) -> None:
     telegram(db, "s1")
     db.apply_telegram_topic_migration()
     db.bind_telegram_topic(chat_id=1, thread_id=2, user_id=42, session_key="k", session_id="s1")
-    with pytest.raises(exc.IntegrityError, match="NOT NULL"), db.engine.begin() as conn:
+    # SQLite says "NOT NULL constraint failed", PostgreSQL "violates not-null constraint".
+    with pytest.raises(exc.IntegrityError, match="(?i)not[ -]null"), \
+            db.engine.begin() as conn:
         conn.execute(MODE.insert().values(chat_id="9", user_id=None, activated_at=1.0,
                                               updated_at=1.0))
     assert db.delete_session("s1") is True
@@ -144,7 +146,8 @@ def test_the_v21_fixture_opens_without_topic_tables_and_adopts_them_on_opt_in(
         assert store.get_telegram_topic_binding(chat_id=-100, thread_id=3) is None
 
 
-def test_a_recovered_store_keeps_its_topic_tables_whole(db: SessionDB, tmp_path: Path) -> None:
+@pytest.mark.sqlite_only  # recover salvages a damaged file
+def test_a_recovered_file_keeps_its_topic_tables_whole(db: SessionDB, tmp_path: Path) -> None:
     telegram(db, "s1")
     db.enable_telegram_topic_mode(chat_id=1, user_id=42)
     db.bind_telegram_topic(chat_id=1, thread_id=2, user_id=42, session_key="k", session_id="s1")
@@ -195,8 +198,9 @@ def cascades(store: SessionDB) -> bool:
     return [k["on_delete"] for k in keys] == ["CASCADE"]
 
 
+@pytest.mark.sqlite_only
 @pytest.mark.parametrize("meta", [None, "1", "not-a-number"])
-def test_a_bindings_table_without_cascade_is_rebuilt_keeping_rows_and_columns(
+def test_a_sqlite_bindings_table_without_cascade_is_rebuilt_keeping_rows_and_columns(
         db: SessionDB, meta: str | None) -> None:
     old_layout(db, meta)
     before = [dict(r) for r in db._conn.execute(
@@ -216,8 +220,10 @@ def test_a_bindings_table_without_cascade_is_rebuilt_keeping_rows_and_columns(
     assert db.get_telegram_topic_binding(chat_id="c", thread_id="2")["managed_mode"] == "manual"
 
 
+@pytest.mark.sqlite_only
 @pytest.mark.parametrize("meta", ["2", "3"])
-def test_a_stamped_store_is_not_rebuilt_and_keeps_its_stamp(db: SessionDB, meta: str) -> None:
+def test_a_stamped_sqlite_store_is_not_rebuilt_and_keeps_its_stamp(db: SessionDB,
+                                                                   meta: str) -> None:
     old_layout(db, meta)
     db.apply_telegram_topic_migration()
     assert not cascades(db)
@@ -225,7 +231,8 @@ def test_a_stamped_store_is_not_rebuilt_and_keeps_its_stamp(db: SessionDB, meta:
     assert db.get_meta(META_KEY) == meta
 
 
-def test_the_rebuild_drops_only_bindings_of_deleted_sessions_and_says_so(
+@pytest.mark.sqlite_only
+def test_the_sqlite_rebuild_drops_only_bindings_of_deleted_sessions_and_says_so(
         db: SessionDB, caplog: pytest.LogCaptureFixture) -> None:
     old_layout(db, None)
     raw = db._conn
@@ -390,8 +397,7 @@ def test_bindings_of_a_chat_list_the_most_recently_updated_first(
         "s1", "s3", "s2"]
 
 
-def test_of_concurrent_binds_of_one_session_exactly_one_wins(
-        db: SessionDB, store_path: Path) -> None:
+def test_of_concurrent_binds_of_one_session_exactly_one_wins(db: SessionDB) -> None:
     telegram(db, "s1")
     db.apply_telegram_topic_migration()
     outcomes: list[str] = []
@@ -399,7 +405,7 @@ def test_of_concurrent_binds_of_one_session_exactly_one_wins(
     start = threading.Barrier(6)
 
     def bind(thread: int) -> None:
-        with SessionDB(store_path) as mine:
+        with SessionDB(db.location) as mine:
             start.wait()
             try:
                 mine.bind_telegram_topic(chat_id=1, thread_id=thread, user_id=42,

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select, update
+from sqlalchemy.engine import URL
 
 from hermes_store import ChatSession, SessionDB
 
@@ -23,10 +24,10 @@ BASE_TS = 1_790_000_000.0  # 2026-09: a fixed past, far from the sanity window's
 
 
 @pytest.fixture
-def db(store_path: Path) -> Iterator[SessionDB]:
-    """A SessionDB on a fresh store at head."""
-    with SessionDB(store_path) as store:
-        yield store
+def db(store: str) -> Iterator[SessionDB]:
+    """A SessionDB on a fresh store at head, on either backend (``store`` is a path or a URL)."""
+    with SessionDB(store) as opened:
+        yield opened
 
 
 @pytest.fixture
@@ -70,8 +71,13 @@ def config_of(db: SessionDB, session_id: str) -> dict[str, Any] | None:
 
 @contextmanager
 def holding_write_lock(db: SessionDB) -> Iterator[None]:
-    """Another connection holds the store's write lock for the duration (as a sibling process
-    in the middle of a long write would)."""
+    """Another connection holds what every write needs for the duration (as a sibling process
+    in the middle of a long write would): SQLite's write lock; on PostgreSQL every table of the
+    store, locked against writes but not reads, so a writer waits out its lock timeout."""
+    if db.db_path is None:
+        with _holding_every_table(db.location.url):
+            yield
+        return
     other = sqlite3.connect(db.db_path, isolation_level=None)
     try:
         other.execute("BEGIN IMMEDIATE")
@@ -79,3 +85,18 @@ def holding_write_lock(db: SessionDB) -> Iterator[None]:
     finally:
         other.execute("ROLLBACK")
         other.close()
+
+
+@contextmanager
+def _holding_every_table(url: URL) -> Iterator[None]:
+    import psycopg  # the postgres extra: only the server variants get here
+
+    plain = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(plain) as other:
+        names = [r[0] for r in other.execute(
+            "SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = 'public'")]
+        other.execute(f"LOCK TABLE {', '.join(names)} IN EXCLUSIVE MODE")
+        try:
+            yield
+        finally:
+            other.rollback()

@@ -20,6 +20,11 @@ own way, so that repositories stay dialect-free.
   bound parameter however many ids, where an ``IN`` list would hit SQLite's variable limit.
 * :class:`starts_with` — ``stored LIKE prefix%`` for a prefix that may hold NUL (SQLite's text
   functions stop at NUL, so it compares bytes there; PostgreSQL compares the escaped form).
+* :func:`next_ids` / :func:`ids_taken` — ids for rows a batch numbers itself, and the counter
+  moved past ids given explicitly. Both backends never hand out an id twice, even a deleted
+  one: SQLite's ``AUTOINCREMENT`` remembers the highest in ``sqlite_sequence`` (and moves it
+  itself past an explicit id); PostgreSQL's identity sequence does not see explicit ids, so
+  :func:`ids_taken` moves it.
 """
 
 from __future__ import annotations
@@ -39,12 +44,14 @@ from sqlalchemy import (
     Table,
     Text,
     cast,
+    column,
     func,
     literal,
     literal_column,
     select,
 )
-from sqlalchemy.dialects.postgresql import DOUBLE_PRECISION, JSONB
+from sqlalchemy import table as table_clause
+from sqlalchemy.dialects.postgresql import DOUBLE_PRECISION, JSONB, REGCLASS
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.compiler import compiles
@@ -109,6 +116,47 @@ def json_values(db: Connection | Session, json_array: str) -> Select[Any]:
     return select(literal_column("value")).select_from(func.json_each(json_array))
 
 
+_SQLITE_SEQUENCE = table_clause("sqlite_sequence", column("name"), column("seq"))
+
+
+def _identity_sequence(table: Table) -> Any:
+    return func.pg_get_serial_sequence(table.name, table.c.id.name)
+
+
+def _pg_sequence_top(table: Table) -> Any:
+    """The last value the sequence handed out (0 before the first)."""
+    last = func.pg_sequence_last_value(cast(_identity_sequence(table), REGCLASS))
+    return func.coalesce(last, 0)
+
+
+def next_ids(db: Connection | Session, table: Table, count: int) -> list[int]:
+    """``count`` ascending ids for new rows of ``table``, above every id it holds or ever held.
+
+    On PostgreSQL they come from the identity sequence (safe against concurrent appends; not
+    necessarily consecutive), after moving it past ids written without it."""
+    if count <= 0:
+        return []
+    top = select(func.coalesce(func.max(table.c.id), 0)).scalar_subquery()
+    if dialect_name(db) == PG:
+        ids_taken(db, table, int(db.execute(select(top)).scalar_one()))
+        drawn = func.nextval(_identity_sequence(table))
+        rows = db.execute(select(drawn).select_from(func.generate_series(1, count))).scalars()
+        return sorted(int(i) for i in rows)
+    seq = (select(_SQLITE_SEQUENCE.c.seq).where(_SQLITE_SEQUENCE.c.name == table.name)
+           .scalar_subquery())
+    start = int(db.execute(select(greatest(top, func.coalesce(seq, 0)))).scalar_one()) + 1
+    return list(range(start, start + count))
+
+
+def ids_taken(db: Connection | Session, table: Table, highest: int) -> None:
+    """Ids up to ``highest`` were written explicitly: new rows must get ids above them."""
+    if dialect_name(db) != PG or highest <= 0:
+        return  # SQLite's AUTOINCREMENT moves sqlite_sequence past an explicit id itself
+    wanted = literal(highest, BigInteger())
+    db.execute(select(func.setval(_identity_sequence(table), wanted))
+               .where(wanted > _pg_sequence_top(table)))
+
+
 class greatest(FunctionElement[Any]):
     """The largest of its (non-NULL) arguments."""
 
@@ -152,6 +200,7 @@ def _starts_with_sqlite(element: starts_with, compiler: Any, **kw: Any) -> str:
 
 @compiles(starts_with, PG)
 def _starts_with_pg(element: starts_with, compiler: Any, **kw: Any) -> str:
-    stored = escape_nul(element.prefix)
-    head = func.substr(element.expr, 1, len(stored))
-    return compiler.process(head == literal(stored, Text), **kw)
+    # The prefix travels as a parameter, which the connection escapes as it does every
+    # string; only the length must count the stored (escaped) form.
+    head = func.substr(element.expr, 1, len(escape_nul(element.prefix)))
+    return compiler.process(head == literal(element.prefix, Text), **kw)

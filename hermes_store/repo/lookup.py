@@ -27,6 +27,7 @@ from sqlalchemy import (
     select,
 )
 
+from hermes_store.db.dialect import starts_with
 from hermes_store.db.models import ChatSession, Message
 from hermes_store.repo import compression, lineage, listing, markers
 from hermes_store.repo.sessions import Executor, full_row
@@ -202,13 +203,14 @@ def cron_runs_query(job_id: str, *, limit: int, offset: int, now: float) -> Sele
     """Sessions of one cron job (ids ``cron_<job_id>_…``, case-sensitive), newest first.
 
     The id prefix is a range on ``idx_sessions_source_id`` (never a scan of all cron rows);
-    the ``substr`` test keeps it exact where collation and range disagree."""
+    the prefix test keeps it exact where collation and range disagree, and holds for a job id
+    with NUL (``starts_with``: SQLite's substr stops at NUL, PostgreSQL stores it escaped)."""
     prefix = f"cron_{job_id}_"
     # The prefix ends with "_", so the first string past its range ends with "`".
     upper = prefix[:-1] + "`"
     return (_row_query(now)
             .where(sessions.c.source == CRON_SOURCE, sessions.c.id >= prefix,
-                   sessions.c.id < upper, func.substr(sessions.c.id, 1, len(prefix)) == prefix)
+                   sessions.c.id < upper, starts_with(sessions.c.id, prefix))
             .order_by(sessions.c.started_at.desc(), sessions.c.id.desc())
             .limit(limit).offset(offset))
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, bindparam, column, delete, func, insert, select, table, update
+from sqlalchemy import Table, bindparam, delete, func, insert, select, update
 from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 
 from hermes_store.content import (
@@ -30,6 +30,7 @@ from hermes_store.content import (
     encode_tool_calls,
     tool_calls_added,
 )
+from hermes_store.db import dialect
 from hermes_store.db.models import ChatSession, Message
 from hermes_store.repo import bigrams, lineage
 from hermes_store.repo.sessions import Executor, connection_of
@@ -43,7 +44,6 @@ MESSAGE_KEYS = ("id", "session_id", "role", "content", "tool_call_id", "tool_cal
 _JSON_EXTRAS = ("reasoning_details", "codex_reasoning_items", "codex_message_items")
 _MAX_PARAMS = 900
 _BATCH = 500
-_SEQUENCE = table("sqlite_sequence", column("name"), column("seq"))
 
 _MEMORY_BLOCK_RE = re.compile(r"<\s*memory-context\b[^>]*>.*?<\s*/\s*memory-context\s*>",
                               re.IGNORECASE | re.DOTALL)
@@ -168,11 +168,12 @@ def append_many(conn: Executor, batch: Sequence[PreparedMessage], *, into: Table
     rows = [dict(m.row) for m in batch]
     given = [r.get("id") for r in rows]
     db = connection_of(conn)
-    if not (keep_ids and all(isinstance(i, int) and not isinstance(i, bool) for i in given)
-            and len(set(given)) == len(given) and _free_ids(db, into, given)):
-        start = _next_id(db, into)
-        for n, r in enumerate(rows):
-            r["id"] = start + n
+    if keep_ids and all(isinstance(i, int) and not isinstance(i, bool) for i in given) \
+            and len(set(given)) == len(given) and _free_ids(db, into, given):
+        dialect.ids_taken(db, into, max(given))
+    else:
+        for r, new_id in zip(rows, dialect.next_ids(db, into, len(rows))):
+            r["id"] = new_id
     # executemany needs one key set per statement: group rows by their keys, ids fix the order.
     groups: dict[frozenset[str], list[dict[str, Any]]] = {}
     for r in rows:
@@ -191,13 +192,6 @@ def append_many(conn: Executor, batch: Sequence[PreparedMessage], *, into: Table
     for i in range(0, len(ids), _BATCH):
         bigrams.sync_messages(db, ids[i:i + _BATCH])
     return ids
-
-
-def _next_id(conn: Executor, into: Table) -> int:
-    # AUTOINCREMENT never reuses an id, even a deleted one: stay above sqlite_sequence too.
-    top = conn.execute(select(func.max(into.c.id))).scalar() or 0
-    seq = conn.execute(select(_SEQUENCE.c.seq).where(_SEQUENCE.c.name == into.name)).scalar()
-    return max(int(top), int(seq or 0)) + 1
 
 
 def _free_ids(conn: Executor, into: Table, ids: Sequence[Any]) -> bool:
