@@ -32,7 +32,7 @@ from hermes_store.errors import SchemaMismatchError
 from hermes_store.facade import compression, gateway, handoff, other
 from hermes_store.ops import storage
 from hermes_store.paths import resolve_db_path
-from hermes_store.repo import bigrams, lineage, messages, retention, sessions, titles
+from hermes_store.repo import bigrams, lineage, messages, retention, sessions, titles, usage
 from hermes_store.repo import listing as queries
 from hermes_store.search import language
 
@@ -239,22 +239,22 @@ class SessionDB:
                             billing_provider: str | None = None,
                             billing_base_url: str | None = None, billing_mode: str | None = None,
                             api_call_count: int | None = None, absolute: bool = False) -> None:
+        """Move the usage counters (docs/v21.md#behaviour-changes): accounted calls fill or
+        replace the billing route, incremental ones also add to the per-model usage rows."""
         sessions.check_session_id(session_id)
         sessions.check_finite("estimated_cost_usd", estimated_cost_usd)
         sessions.check_finite("actual_cost_usd", actual_cost_usd)
         tokens = {"input_tokens": input_tokens, "output_tokens": output_tokens,
                   "cache_read_tokens": cache_read_tokens,
                   "cache_write_tokens": cache_write_tokens, "reasoning_tokens": reasoning_tokens}
-        replace = {"cost_status": cost_status, "cost_source": cost_source,
-                   "pricing_version": pricing_version}
-        first = {"billing_provider": billing_provider, "billing_base_url": billing_base_url,
-                 "billing_mode": billing_mode}
-        now = _now()
-        self._write(lambda c: sessions.update_token_counts(
-            c, session_id, now=now, absolute=absolute, model=model, tokens=tokens,
-            estimated_cost_usd=estimated_cost_usd, actual_cost_usd=actual_cost_usd,
-            replace=replace, first_wins=first, api_call_count=api_call_count),
-            what="update_token_counts")
+        call = usage.UsageCall(
+            session_id, _now(), model=model, tokens=tokens, estimated_cost_usd=estimated_cost_usd,
+            actual_cost_usd=actual_cost_usd, cost_status=cost_status, cost_source=cost_source,
+            pricing_version=pricing_version,
+            route={"billing_provider": billing_provider, "billing_base_url": billing_base_url,
+                   "billing_mode": billing_mode},
+            api_call_count=api_call_count, absolute=absolute)
+        self._write(lambda c: usage.record(c, call), what="update_token_counts")
 
     @staticmethod
     def _id_ok(session_id: object) -> bool:
