@@ -29,7 +29,8 @@ from sqlalchemy import Connection, Engine
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
 from hermes_store.errors import SchemaMismatchError
-from hermes_store.facade import compression, gateway, handoff, other
+from hermes_store.facade import arguments, compression, gateway, handoff, other
+from hermes_store.facade import messages as facade_messages
 from hermes_store.ops import storage
 from hermes_store.paths import resolve_db_path
 from hermes_store.repo import bigrams, lineage, messages, retention, sessions, titles, usage
@@ -198,8 +199,9 @@ class SessionDB:
             return None
         return self._read(lambda c: sessions.get_session(c, session_id))
 
-    def resolve_session_id(self, id_or_prefix: str) -> str | None:
-        ref = id_or_prefix.strip() if isinstance(id_or_prefix, str) else id_or_prefix
+    def resolve_session_id(self, session_id_or_prefix: str) -> str | None:
+        ref = (session_id_or_prefix.strip() if isinstance(session_id_or_prefix, str)
+               else session_id_or_prefix)
         if not self._id_ok(ref):
             return None
         return self._read(lambda c: sessions.resolve_session_id(c, ref))
@@ -256,16 +258,8 @@ class SessionDB:
             api_call_count=api_call_count, absolute=absolute)
         self._write(lambda c: usage.record(c, call), what="update_token_counts")
 
-    @staticmethod
-    def _id_ok(session_id: object) -> bool:
-        """Readers and no-op writers: a non-str is a TypeError, an unstorable id simply unknown."""
-        if not isinstance(session_id, str):
-            raise TypeError(f"a session id must be a str, not {type(session_id).__name__}")
-        try:
-            sessions.check_text("session id", session_id)
-        except ValueError:
-            return False
-        return session_id != ""
+    # Readers and no-op writers: a non-str is a TypeError, an unstorable id simply unknown.
+    _id_ok = staticmethod(arguments.known_id)
 
     # ----------------------------------------------------------------- titles
 
@@ -307,45 +301,12 @@ class SessionDB:
         return title
 
     # ----------------------------------------------------------------- messages
-
-    def append_message(self, session_id: str, role: str, content: Any = None,
-                       tool_name: str | None = None, tool_calls: Any = None,
-                       tool_call_id: str | None = None, token_count: int | None = None,
-                       finish_reason: str | None = None, reasoning: str | None = None,
-                       reasoning_content: str | None = None, reasoning_details: Any = None,
-                       codex_reasoning_items: Any = None, codex_message_items: Any = None, *,
-                       timestamp: float | None = None) -> int:
-        sessions.check_session_id(session_id)
-        prepared = messages.prepare_message(
-            session_id, role, content=content, tool_name=tool_name, tool_calls=tool_calls,
-            tool_call_id=tool_call_id, token_count=token_count, finish_reason=finish_reason,
-            reasoning=reasoning, reasoning_content=reasoning_content,
-            reasoning_details=reasoning_details, codex_reasoning_items=codex_reasoning_items,
-            codex_message_items=codex_message_items,
-            timestamp=_now() if timestamp is None else timestamp)
-        return self._write(lambda c: messages.append(c, prepared), append=True,
-                           what="append_message")
-
-    def get_messages(self, session_id: str) -> list[dict[str, Any]]:
-        if not self._id_ok(session_id):
-            return []
-        return self._read(lambda c: messages.get_messages(c, session_id))
-
-    def get_messages_as_conversation(self, session_id: str,
-                                     include_ancestors: bool = False) -> list[dict[str, Any]]:
-        if not self._id_ok(session_id):
-            return []
-        return self._read(lambda c: messages.conversation(
-            c, session_id, include_ancestors=include_ancestors))
-
-    def clear_messages(self, session_id: str) -> None:
-        if self._id_ok(session_id):
-            self._write(lambda c: messages.clear(c, session_id), what="clear_messages")
-
-    def message_count(self, session_id: str | None = None) -> int:
-        if session_id is not None and not self._id_ok(session_id):
-            return 0
-        return self._read(lambda c: messages.count(c, session_id))
+    # v11 methods with their v21 parameters (facade/messages.py)
+    append_message = facade_messages.append_message
+    get_messages = facade_messages.get_messages
+    get_messages_as_conversation = facade_messages.get_messages_as_conversation
+    clear_messages = facade_messages.clear_messages
+    message_count = facade_messages.message_count
 
     # ----------------------------------------------------------------- listing
 
@@ -392,7 +353,7 @@ class SessionDB:
             row = sessions.get_session(conn, session_id)
             if row is None:
                 return None
-            row["messages"] = messages.get_messages(conn, session_id)
+            row["messages"] = messages.get_messages(conn, session_id, include_inactive=False)
             return row
 
         return self._read(read)

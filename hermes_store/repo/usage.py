@@ -137,7 +137,7 @@ def seed_from_sessions(conn: Executor) -> int:
     routes = [func.coalesce(s[name], "") for name in ROUTE_COLUMNS]
     present = exists(select(usage.c.session_id).where(
         usage.c.session_id == s.id, usage.c.model == model,
-        and_(*(usage.c[name] == value for name, value in zip(ROUTE_COLUMNS, routes)))))
+        and_(*(usage.c[name] == value for name, value in zip(ROUTE_COLUMNS, routes, strict=True)))))
     source = select(
         s.id, model, *routes, func.coalesce(s.api_call_count, 0),
         *(func.coalesce(s[name], 0) for name in TOKEN_COLUMNS),
