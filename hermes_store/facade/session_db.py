@@ -34,6 +34,7 @@ from hermes_store.facade import messages as facade_messages
 from hermes_store.ops import storage
 from hermes_store.paths import resolve_db_path
 from hermes_store.repo import bigrams, lineage, messages, retention, sessions, titles, usage
+from hermes_store.repo import compression as repo_compression
 from hermes_store.repo import listing as queries
 from hermes_store.search import language
 
@@ -267,7 +268,8 @@ class SessionDB:
         cleaned = titles.sanitize_title(title)
         if not self._id_ok(session_id):
             return False
-        return self._write(lambda c: sessions.set_title(c, session_id, cleaned),
+        # A continued segment's title moves here (docs/v21.md#behaviour-changes).
+        return self._write(lambda c: repo_compression.set_title(c, session_id, cleaned),
                            what="set_session_title")
 
     def get_session_title(self, session_id: str) -> str | None:

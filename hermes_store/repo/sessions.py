@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from sqlalchemy import Connection, case, exc, func, literal_column, select, update
@@ -243,14 +243,18 @@ def title_holder(conn: Executor, title: str) -> str | None:
     return conn.execute(select(sessions.c.id).where(sessions.c.title == title)).scalar()
 
 
-def set_title(conn: Executor, session_id: str, title: str | None) -> bool:
-    """Write an already-cleaned title; False for an unknown session, ValueError on a clash."""
+def set_title(conn: Executor, session_id: str, title: str | None, *,
+              movable_from: Collection[str] = ()) -> bool:
+    """Write an already-cleaned title; False for an unknown session, ValueError on a clash.
+    A holder listed in ``movable_from`` gives the title up instead (it becomes NULL there)."""
     if not exists(conn, session_id):
         return False
     if title is not None:
         holder = title_holder(conn, title)
         if holder is not None and holder != session_id:
-            raise ValueError(f"Title '{title}' is already in use by session {holder}")
+            if holder not in movable_from:
+                raise ValueError(f"Title '{title}' is already in use by session {holder}")
+            conn.execute(update(sessions).where(sessions.c.id == holder).values(title=None))
     try:
         with conn.begin_nested():
             conn.execute(update(sessions).where(sessions.c.id == session_id).values(title=title))
