@@ -30,6 +30,7 @@ from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
 from hermes_store.errors import SchemaMismatchError
 from hermes_store.facade import arguments, compression, gateway, handoff, other
+from hermes_store.facade import listing as facade_listing
 from hermes_store.facade import messages as facade_messages
 from hermes_store.ops import storage
 from hermes_store.paths import resolve_db_path
@@ -311,39 +312,11 @@ class SessionDB:
     message_count = facade_messages.message_count
 
     # ----------------------------------------------------------------- listing
-
-    def list_sessions_rich(self, source: str | None = None,
-                           exclude_sources: Sequence[str] | None = None, limit: int = 20,
-                           offset: int = 0, include_children: bool = False,
-                           project_compression_tips: bool = True,
-                           order_by_last_active: bool = False) -> list[dict[str, Any]]:
-        _check_page(limit, offset)
-        return self._read(lambda c: queries.list_sessions_rich(
-            c, source=source, exclude_sources=exclude_sources, limit=limit, offset=offset,
-            include_children=include_children, project_compression_tips=project_compression_tips,
-            order_by_last_active=order_by_last_active))
-
-    def search_sessions(self, source: str | None = None, limit: int = 20,
-                        offset: int = 0) -> list[dict[str, Any]]:
-        _check_page(limit, offset)
-        return self._read(lambda c: queries.search_sessions(c, source=source, limit=limit,
-                                                            offset=offset))
-
-    def session_count(self, source: str | None = None) -> int:
-        return self._read(lambda c: sessions.session_count(c, source))
-
-    def search_messages(self, query: str, source_filter: Sequence[str] | None = None,
-                        exclude_sources: Sequence[str] | None = None,
-                        role_filter: Sequence[str] | None = None, limit: int = 20,
-                        offset: int = 0, sort: str | None = None) -> list[dict[str, Any]]:
-        _check_page(limit, offset)
-        from hermes_store.search.statements import (
-            search_messages,  # imported on use: keeps start-up lean
-        )
-
-        return self._read(lambda c: search_messages(
-            c, query, source_filter=source_filter, exclude_sources=exclude_sources,
-            role_filter=role_filter, limit=limit, offset=offset, sort=sort))
+    # v11 methods with their v21 signatures (facade/listing.py)
+    list_sessions_rich = facade_listing.list_sessions_rich
+    search_sessions = facade_listing.search_sessions
+    session_count = facade_listing.session_count
+    search_messages = facade_listing.search_messages
 
     # ----------------------------------------------------------------- export
 
@@ -514,10 +487,3 @@ class SessionDB:
 
     # import (facade/importing.py)
 
-
-def _check_page(limit: int, offset: int) -> None:
-    for name, value in (("limit", limit), ("offset", offset)):
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise TypeError(f"{name} must be an int")
-        if value < 0:
-            raise ValueError(f"{name} must be >= 0, not {value}")

@@ -106,7 +106,18 @@ _BIGRAM_TOP_CTE = """top(id, rank) AS MATERIALIZED (
 """
 _TOP_HITS = "SELECT id, rank, 'text' FROM top"
 _TIE_CUT = """(SELECT count(*) = ?
-     AND max(rank) = (SELECT rank FROM top ORDER BY rank LIMIT 1 OFFSET ?) FROM top)"""
+     AND coalesce(max(rank) = (SELECT rank FROM top{shown} ORDER BY rank LIMIT 1 OFFSET ?), 1)
+   FROM top)"""
+# A rewound row (active = 0, compacted = 0) is hidden from default searches
+# (docs/v21.md#parameters). The test probes idx_messages_session_active with the row's early
+# columns, so a long message's overflow pages are never walked to reach ``active``.
+_REWOUND = """EXISTS (SELECT 1 FROM messages AS rw WHERE rw.session_id = {t}.session_id
+   AND rw.active = 0 AND rw.timestamp IS {t}.timestamp AND +rw.id = {t}.id AND rw.compacted = 0)"""
+_SHOWN_HITS = "\n  JOIN messages AS m ON m.id = h.id WHERE NOT " + _REWOUND.format(t="m")
+_SHOWN_TOP = (" WHERE NOT EXISTS (SELECT 1 FROM messages AS tm WHERE tm.id = top.id AND "
+              + _REWOUND.format(t="tm") + ")")
+_HIDDEN_OF = ("SELECT m.id FROM messages AS m WHERE m.id IN (SELECT value FROM json_each(?)) "
+              "AND " + _REWOUND.format(t="m"))
 _SPLIT = " AND NOT EXISTS (SELECT 1 FROM messages_cjk AS c WHERE c.id = messages_fts.rowid)"
 _LITERAL_CHECK = """
 SELECT id FROM messages WHERE id IN (SELECT value FROM json_each(?))
@@ -435,7 +446,7 @@ def _hit(row: Sequence[Any], terms: list[str], known: dict[int, str]) -> dict[st
 def _page(conn: Connection, hits: _Sql, tree: Node, layout: Layout, order: str,
           source_filter: list[str] | None, exclude_sources: list[str] | None,
           role_filter: list[str] | None, limit: int, offset: int,
-          top: tuple[str, int] | None = None) -> list[Any]:
+          top: tuple[str, int] | None = None, hide: bool = False) -> list[Any]:
     """The page's rows; ``top`` (a bigram MATCH and how deep to cut it) makes the hits that
     index's best rows, with a ``tie_cut`` flag (see ``_BIGRAM_TOP_CTE``)."""
     params: list[Any] = [*top] if top else []
@@ -446,6 +457,10 @@ def _page(conn: Connection, hits: _Sql, tree: Node, layout: Layout, order: str,
         for value in (source_filter, exclude_sources or None, role_filter or None):
             encoded = None if value is None else json.dumps(value)
             params += [encoded, encoded]
+        if hide:
+            filters += "\n    AND NOT " + _REWOUND.format(t="m")
+    elif hide:
+        filters = _SHOWN_HITS
     cut = ""
     if order == "rank":
         cut = _RANK_CUT
@@ -462,7 +477,8 @@ def _page(conn: Connection, hits: _Sql, tree: Node, layout: Layout, order: str,
     inner, outer = _ORDERS[order]
     sql = _PAGE.format(top=_BIGRAM_TOP_CTE if top else "", hits=hits.text, filters=filters,
                        cut=cut, inner_order=inner, outer_order=outer, snippet=snippet,
-                       tie_cut=_TIE_CUT if top else "0",
+                       tie_cut=(_TIE_CUT.format(shown=_SHOWN_TOP if hide else "") if top
+                                else "0"),
                        ctx_self=_CONTEXT_TEXT.format(t="m"), ctx_p=_CONTEXT_TEXT.format(t="p"),
                        ctx_n=_CONTEXT_TEXT.format(t="n"))
     return _fetch(conn, sql, params)
@@ -483,9 +499,11 @@ def search_messages(db: Session | Connection, query: str | None, *,
                     source_filter: Sequence[str] | None = None,
                     exclude_sources: Sequence[str] | None = None,
                     role_filter: Sequence[str] | None = None, limit: int = 20, offset: int = 0,
-                    sort: str | None = None) -> list[dict[str, Any]]:
+                    sort: str | None = None,
+                    include_inactive: bool = False) -> list[dict[str, Any]]:
     """Search messages (docs/search.md): a list of hit dicts, best or newest first; never raises
-    for any query text. ``limit``/``offset`` below 0 raise ``ValueError``."""
+    for any query text. ``limit``/``offset`` below 0 raise ``ValueError``. Rewound rows are
+    hidden unless ``include_inactive`` (compacted ones stay findable)."""
     if int(limit) < 0 or int(offset) < 0:
         raise ValueError(f"limit and offset must be >= 0 (got limit={limit}, offset={offset})")
     sources = _normalize_list(source_filter)
@@ -498,7 +516,7 @@ def search_messages(db: Session | Connection, query: str | None, *,
     try:
         return _search(conn, tree, sources, _normalize_list(exclude_sources),
                        _normalize_list(role_filter), int(limit), int(offset),
-                       _normalize_sort(sort))
+                       _normalize_sort(sort), hide=not include_inactive)
     except (sqlite3.OperationalError, exc.OperationalError) as err:
         if not _is_match_error(err):
             raise
@@ -526,25 +544,33 @@ def _top_parts(route: str, tree: Node,
     return None
 
 
-def _top_rows(conn: Connection, sql: str, params: list[Any], wanted: int) -> list[Any]:
-    """The best ``wanted`` rows of a ranked part, plus every row tied with the last of them
-    (so the timestamp tie-break of the final order stays exact)."""
+def _top_rows(conn: Connection, sql: str, params: list[Any], wanted: int,
+              hide: bool = False) -> list[Any]:
+    """The best ``wanted`` shown rows of a ranked part, plus every row tied with the last of
+    them (so the timestamp tie-break of the final order stays exact); hidden rows among them
+    are dropped later, by the page."""
     fetch = wanted + TIE_SLACK
     while True:
         rows = _fetch(conn, sql, [*params, fetch])
-        if len(rows) < fetch or rows[-1][1] != rows[wanted - 1][1]:
+        if len(rows) < fetch:
+            return rows
+        shown = rows
+        if hide:
+            hidden = {r[0] for r in _fetch(conn, _HIDDEN_OF, [json.dumps([r[0] for r in rows])])}
+            shown = [r for r in rows if r[0] not in hidden]
+        if len(shown) >= wanted and rows[-1][1] != shown[wanted - 1][1]:
             return rows
         fetch *= 2
 
 
 def _top_candidates(conn: Connection, parts: list[tuple[str, list[Any]]], wanted: int,
-                    extra: list[_Sql]) -> tuple[_Sql, dict[int, str]]:
+                    extra: list[_Sql], hide: bool = False) -> tuple[_Sql, dict[int, str]]:
     """Best ``wanted`` hits of each ranked part, merged (each part's best rows hold every row of
     the merged best ``wanted``), with the snippets FTS5 made on the way, plus ``extra``."""
     best: dict[int, tuple[float, str]] = {}
     snippets: dict[int, str] = {}
     for sql, params in parts:
-        for row_id, rank, _origin, snippet in _top_rows(conn, sql, params, wanted):
+        for row_id, rank, _origin, snippet in _top_rows(conn, sql, params, wanted, hide):
             if row_id not in best or rank < best[row_id][0]:
                 best[row_id] = (rank, "done" if snippet else "text")
             if snippet:
@@ -555,7 +581,7 @@ def _top_candidates(conn: Connection, parts: list[tuple[str, list[Any]]], wanted
 
 def _search(conn: Connection, tree: Node, sources: list[str] | None,
             excluded: list[str] | None, roles: list[str] | None, limit: int, offset: int,
-            sort: str | None) -> list[dict[str, Any]]:
+            sort: str | None, hide: bool = False) -> list[dict[str, Any]]:
     layout = Layout.read(conn)
     plan = _plan(tree, layout, sources, roles)
     route = plan.single_route
@@ -566,10 +592,11 @@ def _search(conn: Connection, tree: Node, sources: list[str] | None,
         if ranked and sort is None and sources is None and not excluded and not roles:
             shortcut = _top_parts(route, tree, layout)
             if shortcut is not None and route == "bigram":
-                return _results(_bigram_page(conn, tree, layout, shortcut[1], limit, offset),
-                                tree, {})
+                return _results(_bigram_page(conn, tree, layout, shortcut[1], limit, offset,
+                                             hide), tree, {})
             if shortcut is not None:
-                hits, known = _top_candidates(conn, shortcut[0], offset + limit, shortcut[1])
+                hits, known = _top_candidates(conn, shortcut[0], offset + limit, shortcut[1],
+                                              hide)
         if hits is None:
             hits = _Sql.union(_route_parts(route, tree, layout, sources))
     else:
@@ -579,19 +606,23 @@ def _search(conn: Connection, tree: Node, sources: list[str] | None,
         hits = _Sql(_ID_LIST_HITS, [json.dumps(sorted(ids))])
         ranked = False
     order = sort or ("rank" if ranked else "newest")
-    page = _page(conn, hits, tree, layout, order, sources, excluded, roles, limit, offset)
+    page = _page(conn, hits, tree, layout, order, sources, excluded, roles, limit, offset,
+                 hide=hide)
     return _results(page, tree, known)
 
 
 def _bigram_page(conn: Connection, tree: Node, layout: Layout, extra: list[_Sql], limit: int,
-                 offset: int) -> list[Any]:
+                 offset: int, hide: bool = False) -> list[Any]:
     """The ranked page of a bigram-only query in one statement, cut deeper while ties demand."""
     match, fetch = _render(tree, _bigram_leaf), offset + limit + TIE_SLACK
     hits = _Sql.union([_Sql(_TOP_HITS, []), *extra])
     while True:
         page = _page(conn, hits, tree, layout, "rank", None, None, None, limit, offset,
-                     top=(match, fetch))
-        if not page or not page[0][20]:
+                     top=(match, fetch), hide=hide)
+        if page and not page[0][20]:
+            return page
+        # An empty page carries no flag: deeper only while the cut was full (hidden rows).
+        if not page and (not hide or len(_fetch(conn, _TOP["bigram"], [match, fetch])) < fetch):
             return page
         fetch *= 2
 
