@@ -4,13 +4,8 @@ Each method validates and serialises its arguments, then runs one repository cal
 transaction: writes through ``engine.run_write`` (``BEGIN IMMEDIATE``, retried as a whole
 within a time budget), reads through ``engine.reading`` (short read transactions). The logic
 lives in ``sessions``, ``messages``, ``titles``, ``lineage``, ``queries`` and ``retention``.
-
-``prune_sessions`` maps onto :func:`retention.prune`: ``older_than = now − days × 86400`` on
-the shared last-activity expression; ``source`` is matched on the lineage tip; pinned lineages
-are spared; archived ones are not (the agent's own retention must be able to clear them); the
-"busy" window is off (v11 callers prune sessions they just ended). A compression chain is one
-unit decided by its tip; sessions linked by any other parent link are independent, so their
-surviving children are detached.
+v11 methods whose behaviour v21 changed live by noun in ``facade/`` (messages, listing, bulk),
+bound here like the v21 methods.
 """
 
 from __future__ import annotations
@@ -19,8 +14,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -29,7 +23,7 @@ from sqlalchemy import Connection, Engine
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
 from hermes_store.errors import SchemaMismatchError
-from hermes_store.facade import arguments, compression, gateway, handoff, other
+from hermes_store.facade import arguments, bulk, compression, gateway, handoff, other
 from hermes_store.facade import listing as facade_listing
 from hermes_store.facade import messages as facade_messages
 from hermes_store.ops import storage
@@ -48,28 +42,6 @@ _CLOSED = "Cannot operate on a closed database."
 
 def _now() -> float:
     return time.time()
-
-
-def _remove_session_files(sessions_dir: str | os.PathLike[str] | None, ids: Sequence[str]) -> None:
-    """After commit: the agent's per-session files. Missing files and OS errors are ignored."""
-    if sessions_dir is None or not ids:
-        return
-    root = Path(sessions_dir)
-    for sid in ids:
-        targets = [root / f"{sid}.json", root / f"{sid}.jsonl"]
-        try:
-            targets.extend(p for p in root.glob(f"request_dump_{_glob_escape(sid)}_*.json"))
-        except (OSError, ValueError):
-            pass
-        for target in targets:
-            try:
-                target.unlink()
-            except OSError:
-                pass
-
-
-def _glob_escape(text: str) -> str:
-    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
 
 
 class SessionDB:
@@ -360,30 +332,9 @@ class SessionDB:
 
     # ----------------------------------------------------------------- maintenance
 
-    def prune_sessions(self, older_than_days: float = 90, source: str | None = None,
-                       sessions_dir: str | os.PathLike[str] | None = None) -> int:
-        if isinstance(older_than_days, bool) or not isinstance(older_than_days, (int, float)):
-            raise TypeError("older_than_days must be a number")
-        if older_than_days < 0:
-            raise ValueError(f"older_than_days must be >= 0, not {older_than_days}")
-        now = _now()
-        cutoff = now - older_than_days * 86400
-        where = retention.sessions.c.source == source if source is not None else None
-        result = self._write(lambda c: retention.prune(
-            c, older_than=cutoff, where=where, include_archived=True, busy_window_s=0,
-            now=now), what="prune_sessions")
-        _remove_session_files(sessions_dir, result.ids)
-        return result.changed
-
-    def delete_session(self, session_id: str,
-                       sessions_dir: str | os.PathLike[str] | None = None) -> bool:
-        if not self._id_ok(session_id):
-            return False
-        deleted = self._write(lambda c: retention.delete_session(c, session_id),
-                              what="delete_session")
-        if deleted:
-            _remove_session_files(sessions_dir, [session_id])
-        return deleted
+    # v11 methods with their v21 behaviour (facade/bulk.py)
+    prune_sessions = bulk.prune_sessions
+    delete_session = bulk.delete_session
 
     def archive_session(self, session_id: str) -> bool:
         """Archive the session's whole lineage (pinned lineages are spared)."""
@@ -468,6 +419,15 @@ class SessionDB:
     list_pending_handoffs = handoff.list_pending_handoffs
 
     # bulk delete, prune, archive, maintenance (facade/bulk.py)
+    delete_sessions = bulk.delete_sessions
+    delete_session_if_empty = bulk.delete_session_if_empty
+    count_empty_sessions = bulk.count_empty_sessions
+    delete_empty_sessions = bulk.delete_empty_sessions
+    prune_empty_ghost_sessions = bulk.prune_empty_ghost_sessions
+    list_prune_candidates = bulk.list_prune_candidates
+    archive_sessions = bulk.archive_sessions
+    set_session_archived = bulk.set_session_archived
+    maybe_auto_prune_and_vacuum = bulk.maybe_auto_prune_and_vacuum
 
     # messages (facade/history.py)
 

@@ -186,6 +186,55 @@ def compression_lineage(conn: Executor, session_id: str, *, now: float) -> list[
     return path if session_id in path else [session_id]
 
 
+def lineage_members(conn: Executor, session_id: str) -> list[str]:
+    """The session's whole lineage (docs/v21.md#bulk): the root it continues from and every
+    continuation below that root, by depth (``[]`` if unknown). Bulk moves act on this set."""
+    rows = _ancestor_rows(conn, session_id)
+    if not rows:
+        return []
+    members = [[rows[0], *_continued_from(rows)][-1].id]
+    frontier, seen = list(members), set(members)
+    child, parent = _CONT, _CONT_PARENT
+    while frontier:
+        found = [sid for sid in conn.execute(
+            select(child.c.id).join_from(child, parent, parent.c.id == child.c.parent_session_id)
+            .where(parent.c.id.in_(frontier), parent.c.end_reason == COMPRESSION,
+                   may_continue(child)).order_by(child.c.started_at, child.c.id)).scalars()
+            if sid not in seen]
+        members += found
+        seen.update(found)
+        frontier = found
+    return members
+
+
+def lineage_roots(conn: Executor) -> dict[str, tuple[str, int]]:
+    """Every session's ``(root id, depth)`` under the continuation relation, for grouping a
+    whole store into lineages at once. Members of a continuation cycle share the smallest id
+    of the cycle as their root."""
+    marked = markers.carries_any_clause(sessions.c.model_config)
+    rows = conn.execute(select(sessions.c.id, sessions.c.parent_session_id, sessions.c.end_reason,
+                               sessions.c.source, marked.label("marked"))).all()
+    by_id = {row.id: row for row in rows}
+
+    def up(row: Any) -> str | None:
+        parent = by_id.get(row.parent_session_id)
+        if parent is None or parent.end_reason != COMPRESSION or row.marked \
+                or (row.source or "") == TOOL_SOURCE:
+            return None
+        return str(parent.id)
+
+    found: dict[str, tuple[str, int]] = {}
+    for row in rows:
+        path = [row.id]
+        while (nxt := up(by_id[path[-1]])) is not None and nxt not in path:
+            path.append(nxt)
+        root = path[-1]
+        if nxt is not None:  # a cycle: from nxt's first visit to the end
+            root = min(path[path.index(nxt):])
+        found[row.id] = (root, len(path) - 1 if nxt is None else path.index(root))
+    return found
+
+
 def set_title(conn: Executor, session_id: str, title: str | None) -> bool:
     """``set_session_title`` (docs/v21.md#behaviour-changes): a title held by a segment this
     session continues moves here, so a tip can take back its conversation's name; any other

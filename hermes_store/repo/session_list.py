@@ -37,6 +37,7 @@ from sqlalchemy import (
 
 from hermes_store.db.models import ChatSession
 from hermes_store.repo import compression, lineage, listing, markers
+from hermes_store.repo.filters import cwd_prefix_clause
 from hermes_store.repo.sessions import Executor, full_row
 
 sessions = ChatSession.__table__
@@ -44,7 +45,6 @@ sessions = ChatSession.__table__
 # A projected row shows where its conversation is now.
 TIP_COLUMNS = (*listing.TIP_COLUMNS, "cwd", "git_branch", "git_repo_root")
 COMPACT_OMITS = "system_prompt"
-_PATH_SEPARATORS = "/\\"
 # What a title's compact form drops, and what a needle's drops (docs/v21.md#parameters).
 _TITLE_PUNCTUATION = ("-", "_", ".", " ")
 _NON_WORD = re.compile(r"[\W_]+")
@@ -78,17 +78,6 @@ def archived_clause(*, include_archived: bool = False,
     if archived_only:
         return flag != 0
     return None if include_archived else flag == 0
-
-
-def cwd_prefix_clause(prefix: str, table: Any = sessions) -> ColumnElement[bool]:
-    """``cwd`` equal to the prefix or below it with either separator (``/repo`` matches
-    ``/repo/x`` and ``/repo\\x``, never ``/repo-wt``); compared literally, no wildcard."""
-    base = prefix.rstrip(_PATH_SEPARATORS) or prefix
-    cwd = table.c.cwd
-    if base[-1] in _PATH_SEPARATORS:  # a root ("/", "C:\\"): everything below it
-        return func.substr(cwd, 1, len(base)) == base
-    return or_(cwd == base, *(func.substr(cwd, 1, len(base) + 1) == base + sep
-                              for sep in _PATH_SEPARATORS))
 
 
 @dataclass(frozen=True)
