@@ -17,14 +17,14 @@ from hermes_store.repo import messages as repo
 from hermes_store.repo.sessions import check_session_id
 
 
-def _timestamp(value: Any) -> Any:
+def stamp(value: Any) -> Any:
     """Now for None; a datetime-like value's ``.timestamp()``; a number as is (the repository
     refuses anything else, and non-finite numbers)."""
     if value is None:
         return time.time()
-    stamp = getattr(value, "timestamp", None)
-    if callable(stamp) and not isinstance(value, (int, float)):
-        return stamp()
+    convert = getattr(value, "timestamp", None)
+    if callable(convert) and not isinstance(value, (int, float)):
+        return convert()
     return value
 
 
@@ -47,7 +47,7 @@ def append_message(db: SessionDB, session_id: str, role: str, content: Any = Non
         codex_message_items=codex_message_items,
         platform_message_id=args.stringified("platform_message_id", platform_message_id),
         observed=bool(observed), effect_disposition=effect_disposition,
-        timestamp=_timestamp(timestamp))
+        timestamp=stamp(timestamp))
     return append(db, lambda c: repo.append(c, prepared), what="append_message")
 
 

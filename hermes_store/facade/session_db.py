@@ -23,7 +23,7 @@ from sqlalchemy import Connection, Engine
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
 from hermes_store.errors import SchemaMismatchError
-from hermes_store.facade import arguments, bulk, compression, gateway, handoff, other
+from hermes_store.facade import arguments, bulk, compression, gateway, handoff, history, other
 from hermes_store.facade import listing as facade_listing
 from hermes_store.facade import messages as facade_messages
 from hermes_store.ops import storage
@@ -428,8 +428,17 @@ class SessionDB:
     archive_sessions = bulk.archive_sessions
     set_session_archived = bulk.set_session_archived
     maybe_auto_prune_and_vacuum = bulk.maybe_auto_prune_and_vacuum
+    archive_and_compact = history.archive_and_compact
+    has_archived_messages = history.has_archived_messages
 
     # messages (facade/history.py)
+    get_messages_around = history.get_messages_around
+    get_anchored_view = history.get_anchored_view
+    rewind_to_message = history.rewind_to_message
+    restore_rewound = history.restore_rewound
+    replace_messages = history.replace_messages
+    list_recent_user_messages = history.list_recent_user_messages
+    has_platform_message_id = history.has_platform_message_id
 
     # other (facade/other.py)
     resolve_resume_session_id = other.resolve_resume_session_id

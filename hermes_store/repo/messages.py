@@ -215,7 +215,7 @@ def visible(include_inactive: bool) -> Any:
     return None if include_inactive else func.coalesce(messages.c.active, 1) == 1
 
 
-def _all_columns() -> Select:
+def all_columns() -> Select:
     # Every column of the live table: adopted stores may carry more than the models declare.
     return select(literal_column("*")).select_from(messages)
 
@@ -233,7 +233,7 @@ def message_dict(row: Mapping[str, Any]) -> dict[str, Any]:
 def get_messages(conn: Executor, session_id: str, *, include_inactive: bool = True,
                  limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
     """Rows in insertion order (paged after the ``active`` filter), decoded."""
-    query = _all_columns().where(messages.c.session_id == session_id)
+    query = all_columns().where(messages.c.session_id == session_id)
     if (clause := visible(include_inactive)) is not None:
         query = query.where(clause)
     query = query.order_by(messages.c.id)
@@ -250,7 +250,7 @@ def _raw_rows(conn: Executor, session_ids: list[str], *,
     clause = visible(include_inactive)
     for start in range(0, len(session_ids), _MAX_PARAMS):
         chunk = session_ids[start:start + _MAX_PARAMS]
-        query = _all_columns().where(messages.c.session_id.in_(chunk))
+        query = all_columns().where(messages.c.session_id.in_(chunk))
         if clause is not None:
             query = query.where(clause)
         for row in conn.execute(query.order_by(messages.c.id)).mappings():
