@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import and_, exists, func, insert, literal, select, update
+from sqlalchemy import and_, bindparam, exists, func, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 
 from hermes_store.db.models import ChatSession, SessionModelUsage
@@ -62,16 +62,14 @@ class UsageCall:
 
 
 def record(conn: Executor, call: UsageCall) -> None:
-    """``update_token_counts``: ensure the row, settle the route, move the counters, roll up."""
-    sid = call.session_id
-    sessions_repo.create_or_fill(conn, sid, sessions_repo.PLACEHOLDER_SOURCE,
-                                 {"model": call.model} if call.model is not None else {},
-                                 call.now)
+    """``update_token_counts``: settle the route, move the counters (the counter update
+    ensures the row, with the call's model), roll up."""
     if call.accounted:
         _replace_requested_route(conn, call)
     sessions_repo.update_token_counts(
-        conn, sid, now=call.now, absolute=call.absolute, model=call.model, tokens=call.tokens,
-        estimated_cost_usd=call.estimated_cost_usd, actual_cost_usd=call.actual_cost_usd,
+        conn, call.session_id, now=call.now, absolute=call.absolute, model=call.model,
+        tokens=call.tokens, estimated_cost_usd=call.estimated_cost_usd,
+        actual_cost_usd=call.actual_cost_usd,
         replace={"cost_status": call.cost_status, "cost_source": call.cost_source,
                  "pricing_version": call.pricing_version},
         first_wins=dict(call.route) if call.accounted else {},
@@ -82,13 +80,12 @@ def record(conn: Executor, call: UsageCall) -> None:
 
 def _replace_requested_route(conn: Executor, call: UsageCall) -> None:
     """Before any request was accounted, the stored route is the one the session asked for;
-    the first accounted call names the route really charged, so it replaces it."""
+    the first accounted call names the route really charged, so it replaces it. (A row still
+    to be created takes the call's route from the counter update.)"""
     provider = call.route.get("billing_provider")
     if not call.model or not provider:
         return
-    row = conn.execute(select(sessions.c.api_call_count, sessions.c.model,
-                              sessions.c.billing_provider)
-                       .where(sessions.c.id == call.session_id)).first()
+    row = conn.execute(_ROUTE_OF, {"sid": call.session_id}).first()
     if row is None or (row.api_call_count or 0) != 0:
         return
     if row.model == call.model and row.billing_provider == provider:
@@ -97,35 +94,46 @@ def _replace_requested_route(conn: Executor, call: UsageCall) -> None:
         model=call.model, **{name: call.route.get(name) for name in ROUTE_COLUMNS}))
 
 
+# Built once: update_token_counts runs after every API call, and building a statement over
+# the wide sessions table costs more than running it.
+_ROUTE_OF = select(sessions.c.api_call_count, sessions.c.model, sessions.c.billing_provider,
+                   *(sessions.c[n] for n in ROUTE_COLUMNS[1:])).where(
+    sessions.c.id == bindparam("sid"))
+_KEY = ("session_id", "model", *ROUTE_COLUMNS)
+_AMOUNTS = ("api_call_count", *TOKEN_COLUMNS, "estimated_cost_usd", "actual_cost_usd")
+_BUMP = (update(usage).where(*(usage.c[k] == bindparam(f"k_{k}") for k in _KEY))
+         .values(last_seen=bindparam("now"),
+                 cost_status=func.coalesce(bindparam("cost_status"), usage.c.cost_status),
+                 cost_source=func.coalesce(bindparam("cost_source"), usage.c.cost_source),
+                 **{n: usage.c[n] + bindparam(f"d_{n}") for n in _AMOUNTS}))
+_INSERT = insert(usage)
+
+
 def _roll_up(conn: Executor, call: UsageCall) -> None:
     """Add the call to its (session, model, route) row: the key comes from the call, else from
     the session row as just updated, else ``'unknown'`` / ``''``."""
-    row = conn.execute(select(sessions.c.model, *(sessions.c[n] for n in ROUTE_COLUMNS))
-                       .where(sessions.c.id == call.session_id)).mappings().one()
+    row = conn.execute(_ROUTE_OF, {"sid": call.session_id}).mappings().one()
     key = {"session_id": call.session_id,
            "model": call.model or row["model"] or UNKNOWN_MODEL}
     for name in ROUTE_COLUMNS:
         key[name] = call.route.get(name) or row[name] or ""
-    amounts = {name: int(call.tokens.get(name) or 0) for name in TOKEN_COLUMNS}
+    amounts: dict[str, Any] = {name: int(call.tokens.get(name) or 0) for name in TOKEN_COLUMNS}
     amounts["api_call_count"] = int(call.api_call_count or 0)
     amounts["estimated_cost_usd"] = float(call.estimated_cost_usd or 0.0)
     amounts["actual_cost_usd"] = float(call.actual_cost_usd or 0.0)
-    labels = {name: value for name, value in (("cost_status", call.cost_status),
-                                               ("cost_source", call.cost_source))
-              if value is not None}
-    bump = (update(usage).where(*(usage.c[k] == v for k, v in key.items()))
-            .values(last_seen=call.now, **labels,
-                    **{name: usage.c[name] + amount for name, amount in amounts.items()}))
-    if conn.execute(bump).rowcount:
+    labels = {"cost_status": call.cost_status, "cost_source": call.cost_source}
+    bump = {"now": call.now, **labels, **{f"k_{k}": v for k, v in key.items()},
+            **{f"d_{n}": v for n, v in amounts.items()}}
+    if conn.execute(_BUMP, bump).rowcount:
         return
     try:
         # SQLite's write lock serialises writers; where two transactions can both miss the
         # row, the primary key lets one insert and the other adds to what it inserted.
         with conn.begin_nested():
-            conn.execute(insert(usage).values(**key, **amounts, **labels,
-                                              first_seen=call.now, last_seen=call.now))
+            conn.execute(_INSERT, {**key, **amounts, **labels, "first_seen": call.now,
+                                   "last_seen": call.now})
     except IntegrityError:
-        conn.execute(bump)
+        conn.execute(_BUMP, bump)
 
 
 def seed_from_sessions(conn: Executor) -> int:
