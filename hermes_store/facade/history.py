@@ -114,7 +114,7 @@ def restore_rewound(db: SessionDB, session_id: str, since_message_id: int) -> in
 # --------------------------------------------------------------------------- rewrite
 
 
-def _batch(session_id: str, items: object) -> list[PreparedMessage]:
+def prepared_batch(session_id: str, items: object) -> list[PreparedMessage]:
     """Message dicts as live rows: keys as ``append_message``'s; ``platform_message_id`` else
     ``message_id``; reasoning and codex items on assistant rows only. Rows without a timestamp
     take a clock that starts now and stays after every row before them."""
@@ -150,7 +150,7 @@ def replace_messages(db: SessionDB, session_id: str, messages: Sequence[Mapping[
     sid = args.session_id(session_id)
     if sid is None:
         return
-    batch = _batch(sid, messages)
+    batch = prepared_batch(sid, messages)
     write(db, lambda c: repo.replace(c, sid, batch, active_only=bool(active_only)),
           what="replace_messages")
 
@@ -162,6 +162,6 @@ def archive_and_compact(db: SessionDB, session_id: str,
     sid = args.session_id(session_id)
     if sid is None:
         return 0
-    batch = _batch(sid, compacted_messages)
+    batch = prepared_batch(sid, compacted_messages)
     return write(db, lambda c: repo.archive_and_compact(c, sid, batch),
                  what="archive_and_compact")
