@@ -514,12 +514,15 @@ def test_absolute_mode_sets_values_and_leaves_none_unchanged(db: SessionDB) -> N
 
 
 def test_billing_columns_and_model_keep_their_first_value(db: SessionDB) -> None:
+    # v21 (docs/v21.md#behaviour-changes): only accounted calls fill the route, and the first
+    # accounted call replaces a requested one, so both calls here account an API call.
     db.update_token_counts("s1", model="m1", billing_provider="openrouter",
                            billing_base_url="https://a", billing_mode="api",
-                           cost_status="estimated", cost_source="table", pricing_version="v1")
+                           cost_status="estimated", cost_source="table", pricing_version="v1",
+                           api_call_count=1)
     db.update_token_counts("s1", model="m2", billing_provider="other", billing_base_url="b",
                            billing_mode="sub", cost_status="final", cost_source=None,
-                           pricing_version="v2")
+                           pricing_version="v2", api_call_count=1)
     row = db.get_session("s1")
     assert (row["source"], row["model"], row["billing_provider"], row["billing_base_url"],
             row["billing_mode"]) == ("unknown", "m1", "openrouter", "https://a", "api")

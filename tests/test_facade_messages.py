@@ -14,6 +14,7 @@ from backends import sql
 from hermes_store import SessionDB
 from hermes_store.repo import bigrams, messages
 
+T = 1_790_000_000.0
 
 @pytest.fixture
 def db(store: str):
@@ -184,10 +185,14 @@ def test_get_messages_is_in_insertion_order_with_the_documented_keys(db: Session
     db.append_message("s1", "assistant", "early", timestamp=1_000_000_000.0)
     rows = db.get_messages("s1")
     assert [r["content"] for r in rows] == ["late", "early"]
-    assert tuple(rows[0]) == ("id", "session_id", "role", "content", "tool_call_id",
-                              "tool_calls", "tool_name", "timestamp", "token_count",
-                              "finish_reason", "reasoning", "reasoning_content",
-                              "reasoning_details", "codex_reasoning_items", "codex_message_items")
+    # v21 (docs/v21.md#behaviour-changes): the v11 keys, in order, then the newer columns.
+    assert tuple(rows[0])[:15] == ("id", "session_id", "role", "content", "tool_call_id",
+                                   "tool_calls", "tool_name", "timestamp", "token_count",
+                                   "finish_reason", "reasoning", "reasoning_content",
+                                   "reasoning_details", "codex_reasoning_items",
+                                   "codex_message_items")
+    assert {"active", "compacted", "effect_disposition", "platform_message_id",
+            "observed"} <= set(rows[0])
 
 
 def test_get_messages_decodes_tool_calls_and_keeps_extras_as_json_text(db: SessionDB) -> None:
@@ -213,27 +218,33 @@ def test_get_messages_of_an_unknown_session_is_empty(db: SessionDB) -> None:
 # --------------------------------------------------------------------------- conversation
 
 
+# v21 (docs/v21.md#behaviour-changes): every turn also carries its timestamp.
+
+
 def test_conversation_is_exactly_role_and_content_for_plain_turns(db: SessionDB) -> None:
-    db.append_message("s1", "user", "Hello")
-    db.append_message("s1", "assistant", "Hi!")
+    db.append_message("s1", "user", "Hello", timestamp=T)
+    db.append_message("s1", "assistant", "Hi!", timestamp=T + 1)
     assert db.get_messages_as_conversation("s1") == [
-        {"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi!"}]
+        {"role": "user", "content": "Hello", "timestamp": T},
+        {"role": "assistant", "content": "Hi!", "timestamp": T + 1}]
 
 
 def test_conversation_adds_optional_keys_only_when_present(db: SessionDB) -> None:
     db.append_message("s1", "assistant", None, tool_calls=[{"id": "c1"}],
                       finish_reason="tool_calls",
                       reasoning="thinking", reasoning_content="",
-                      reasoning_details=[{"t": 1}], codex_message_items=[{"id": "m"}])
+                      reasoning_details=[{"t": 1}], codex_message_items=[{"id": "m"}],
+                      timestamp=T)
     db.append_message("s1", "tool", "out", tool_call_id="c1", tool_name="terminal",
-                      finish_reason="ignored-on-tool-rows")
-    db.append_message("s1", "assistant", "done", reasoning="")
+                      finish_reason="ignored-on-tool-rows", timestamp=T + 1)
+    db.append_message("s1", "assistant", "done", reasoning="", timestamp=T + 2)
     assert db.get_messages_as_conversation("s1") == [
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1"}],
+        {"role": "assistant", "content": None, "timestamp": T, "tool_calls": [{"id": "c1"}],
          "finish_reason": "tool_calls", "reasoning": "thinking", "reasoning_content": "",
          "reasoning_details": [{"t": 1}], "codex_message_items": [{"id": "m"}]},
-        {"role": "tool", "content": "out", "tool_call_id": "c1", "tool_name": "terminal"},
-        {"role": "assistant", "content": "done"},
+        {"role": "tool", "content": "out", "timestamp": T + 1, "tool_call_id": "c1",
+         "tool_name": "terminal"},
+        {"role": "assistant", "content": "done", "timestamp": T + 2},
     ]
 
 

@@ -71,3 +71,22 @@ def finite(name: str, value: Any) -> float:
     if not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, not {value!r}")
     return float(value)
+
+
+def known_id(value: object) -> bool:
+    """The v11 methods' id check (docs/contracts.md#session-api): a non-str is a ``TypeError``;
+    ``""`` or an id that cannot be stored names no session (the caller answers neutrally)."""
+    if not isinstance(value, str):
+        raise TypeError(f"a session id must be a str, not {type(value).__name__}")
+    return value != "" and storable(value)
+
+
+def page(limit: object, offset: object, *, limit_may_be_none: bool = False) -> None:
+    """``limit``/``offset`` as ints (``TypeError``) that are not negative (``ValueError``)."""
+    for name, value in (("limit", limit), ("offset", offset)):
+        if value is None and name == "limit" and limit_may_be_none:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{name} must be an int")
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0, not {value}")

@@ -4,13 +4,8 @@ Each method validates and serialises its arguments, then runs one repository cal
 transaction: writes through ``engine.run_write`` (``BEGIN IMMEDIATE``, retried as a whole
 within a time budget), reads through ``engine.reading`` (short read transactions). The logic
 lives in ``sessions``, ``messages``, ``titles``, ``lineage``, ``queries`` and ``retention``.
-
-``prune_sessions`` maps onto :func:`retention.prune`: ``older_than = now − days × 86400`` on
-the shared last-activity expression; ``source`` is matched on the lineage tip; pinned lineages
-are spared; archived ones are not (the agent's own retention must be able to clear them); the
-"busy" window is off (v11 callers prune sessions they just ended). A compression chain is one
-unit decided by its tip; sessions linked by any other parent link are independent, so their
-surviving children are detached.
+v11 methods whose behaviour v21 changed live by noun in ``facade/`` (messages, listing, bulk),
+bound here like the v21 methods.
 """
 
 from __future__ import annotations
@@ -19,8 +14,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -29,10 +23,23 @@ from sqlalchemy import Connection, Engine
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
 from hermes_store.errors import BackendNotSupportedError, SchemaMismatchError
-from hermes_store.facade import compression, gateway, handoff, importing, other, topics
+from hermes_store.facade import (
+    arguments,
+    bulk,
+    compression,
+    gateway,
+    handoff,
+    history,
+    importing,
+    other,
+    topics,
+)
+from hermes_store.facade import listing as facade_listing
+from hermes_store.facade import messages as facade_messages
 from hermes_store.ops import storage
 from hermes_store.paths import StoreLocation, resolve_location
-from hermes_store.repo import bigrams, lineage, messages, retention, sessions, titles
+from hermes_store.repo import bigrams, lineage, messages, retention, sessions, titles, usage
+from hermes_store.repo import compression as repo_compression
 from hermes_store.repo import listing as queries
 from hermes_store.search import language
 
@@ -45,28 +52,6 @@ _CLOSED = "Cannot operate on a closed database."
 
 def _now() -> float:
     return time.time()
-
-
-def _remove_session_files(sessions_dir: str | os.PathLike[str] | None, ids: Sequence[str]) -> None:
-    """After commit: the agent's per-session files. Missing files and OS errors are ignored."""
-    if sessions_dir is None or not ids:
-        return
-    root = Path(sessions_dir)
-    for sid in ids:
-        targets = [root / f"{sid}.json", root / f"{sid}.jsonl"]
-        try:
-            targets.extend(p for p in root.glob(f"request_dump_{_glob_escape(sid)}_*.json"))
-        except (OSError, ValueError):
-            pass
-        for target in targets:
-            try:
-                target.unlink()
-            except OSError:
-                pass
-
-
-def _glob_escape(text: str) -> str:
-    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
 
 
 class SessionDB:
@@ -213,8 +198,9 @@ class SessionDB:
             return None
         return self._read(lambda c: sessions.get_session(c, session_id))
 
-    def resolve_session_id(self, id_or_prefix: str) -> str | None:
-        ref = id_or_prefix.strip() if isinstance(id_or_prefix, str) else id_or_prefix
+    def resolve_session_id(self, session_id_or_prefix: str) -> str | None:
+        ref = (session_id_or_prefix.strip() if isinstance(session_id_or_prefix, str)
+               else session_id_or_prefix)
         if not self._id_ok(ref):
             return None
         return self._read(lambda c: sessions.resolve_session_id(c, ref))
@@ -254,33 +240,25 @@ class SessionDB:
                             billing_provider: str | None = None,
                             billing_base_url: str | None = None, billing_mode: str | None = None,
                             api_call_count: int | None = None, absolute: bool = False) -> None:
+        """Move the usage counters (docs/v21.md#behaviour-changes): accounted calls fill or
+        replace the billing route, incremental ones also add to the per-model usage rows."""
         sessions.check_session_id(session_id)
         sessions.check_finite("estimated_cost_usd", estimated_cost_usd)
         sessions.check_finite("actual_cost_usd", actual_cost_usd)
         tokens = {"input_tokens": input_tokens, "output_tokens": output_tokens,
                   "cache_read_tokens": cache_read_tokens,
                   "cache_write_tokens": cache_write_tokens, "reasoning_tokens": reasoning_tokens}
-        replace = {"cost_status": cost_status, "cost_source": cost_source,
-                   "pricing_version": pricing_version}
-        first = {"billing_provider": billing_provider, "billing_base_url": billing_base_url,
-                 "billing_mode": billing_mode}
-        now = _now()
-        self._write(lambda c: sessions.update_token_counts(
-            c, session_id, now=now, absolute=absolute, model=model, tokens=tokens,
-            estimated_cost_usd=estimated_cost_usd, actual_cost_usd=actual_cost_usd,
-            replace=replace, first_wins=first, api_call_count=api_call_count),
-            what="update_token_counts")
+        call = usage.UsageCall(
+            session_id, _now(), model=model, tokens=tokens, estimated_cost_usd=estimated_cost_usd,
+            actual_cost_usd=actual_cost_usd, cost_status=cost_status, cost_source=cost_source,
+            pricing_version=pricing_version,
+            route={"billing_provider": billing_provider, "billing_base_url": billing_base_url,
+                   "billing_mode": billing_mode},
+            api_call_count=api_call_count, absolute=absolute)
+        self._write(lambda c: usage.record(c, call), what="update_token_counts")
 
-    @staticmethod
-    def _id_ok(session_id: object) -> bool:
-        """Readers and no-op writers: a non-str is a TypeError, an unstorable id simply unknown."""
-        if not isinstance(session_id, str):
-            raise TypeError(f"a session id must be a str, not {type(session_id).__name__}")
-        try:
-            sessions.check_text("session id", session_id)
-        except ValueError:
-            return False
-        return session_id != ""
+    # Readers and no-op writers: a non-str is a TypeError, an unstorable id simply unknown.
+    _id_ok = staticmethod(arguments.known_id)
 
     # ----------------------------------------------------------------- titles
 
@@ -288,7 +266,8 @@ class SessionDB:
         cleaned = titles.sanitize_title(title)
         if not self._id_ok(session_id):
             return False
-        return self._write(lambda c: sessions.set_title(c, session_id, cleaned),
+        # A continued segment's title moves here (docs/v21.md#behaviour-changes).
+        return self._write(lambda c: repo_compression.set_title(c, session_id, cleaned),
                            what="set_session_title")
 
     def get_session_title(self, session_id: str) -> str | None:
@@ -322,81 +301,19 @@ class SessionDB:
         return title
 
     # ----------------------------------------------------------------- messages
-
-    def append_message(self, session_id: str, role: str, content: Any = None,
-                       tool_name: str | None = None, tool_calls: Any = None,
-                       tool_call_id: str | None = None, token_count: int | None = None,
-                       finish_reason: str | None = None, reasoning: str | None = None,
-                       reasoning_content: str | None = None, reasoning_details: Any = None,
-                       codex_reasoning_items: Any = None, codex_message_items: Any = None, *,
-                       timestamp: float | None = None) -> int:
-        sessions.check_session_id(session_id)
-        prepared = messages.prepare_message(
-            session_id, role, content=content, tool_name=tool_name, tool_calls=tool_calls,
-            tool_call_id=tool_call_id, token_count=token_count, finish_reason=finish_reason,
-            reasoning=reasoning, reasoning_content=reasoning_content,
-            reasoning_details=reasoning_details, codex_reasoning_items=codex_reasoning_items,
-            codex_message_items=codex_message_items,
-            timestamp=_now() if timestamp is None else timestamp)
-        return self._write(lambda c: messages.append(c, prepared), append=True,
-                           what="append_message")
-
-    def get_messages(self, session_id: str) -> list[dict[str, Any]]:
-        if not self._id_ok(session_id):
-            return []
-        return self._read(lambda c: messages.get_messages(c, session_id))
-
-    def get_messages_as_conversation(self, session_id: str,
-                                     include_ancestors: bool = False) -> list[dict[str, Any]]:
-        if not self._id_ok(session_id):
-            return []
-        return self._read(lambda c: messages.conversation(
-            c, session_id, include_ancestors=include_ancestors))
-
-    def clear_messages(self, session_id: str) -> None:
-        if self._id_ok(session_id):
-            self._write(lambda c: messages.clear(c, session_id), what="clear_messages")
-
-    def message_count(self, session_id: str | None = None) -> int:
-        if session_id is not None and not self._id_ok(session_id):
-            return 0
-        return self._read(lambda c: messages.count(c, session_id))
+    # v11 methods with their v21 parameters (facade/messages.py)
+    append_message = facade_messages.append_message
+    get_messages = facade_messages.get_messages
+    get_messages_as_conversation = facade_messages.get_messages_as_conversation
+    clear_messages = facade_messages.clear_messages
+    message_count = facade_messages.message_count
 
     # ----------------------------------------------------------------- listing
-
-    def list_sessions_rich(self, source: str | None = None,
-                           exclude_sources: Sequence[str] | None = None, limit: int = 20,
-                           offset: int = 0, include_children: bool = False,
-                           project_compression_tips: bool = True,
-                           order_by_last_active: bool = False) -> list[dict[str, Any]]:
-        _check_page(limit, offset)
-        return self._read(lambda c: queries.list_sessions_rich(
-            c, source=source, exclude_sources=exclude_sources, limit=limit, offset=offset,
-            include_children=include_children, project_compression_tips=project_compression_tips,
-            order_by_last_active=order_by_last_active))
-
-    def search_sessions(self, source: str | None = None, limit: int = 20,
-                        offset: int = 0) -> list[dict[str, Any]]:
-        _check_page(limit, offset)
-        return self._read(lambda c: queries.search_sessions(c, source=source, limit=limit,
-                                                            offset=offset))
-
-    def session_count(self, source: str | None = None) -> int:
-        return self._read(lambda c: sessions.session_count(c, source))
-
-    def search_messages(self, query: str, source_filter: Sequence[str] | None = None,
-                        exclude_sources: Sequence[str] | None = None,
-                        role_filter: Sequence[str] | None = None, limit: int = 20,
-                        offset: int = 0, sort: str | None = None) -> list[dict[str, Any]]:
-        _check_page(limit, offset)
-        self._sqlite_only("search_messages (full-text search on PostgreSQL is not built yet)")
-        from hermes_store.search.statements import (
-            search_messages,  # imported on use: keeps start-up lean
-        )
-
-        return self._read(lambda c: search_messages(
-            c, query, source_filter=source_filter, exclude_sources=exclude_sources,
-            role_filter=role_filter, limit=limit, offset=offset, sort=sort))
+    # v11 methods with their v21 signatures (facade/listing.py)
+    list_sessions_rich = facade_listing.list_sessions_rich
+    search_sessions = facade_listing.search_sessions
+    session_count = facade_listing.session_count
+    search_messages = facade_listing.search_messages
 
     # ----------------------------------------------------------------- export
 
@@ -408,7 +325,7 @@ class SessionDB:
             row = sessions.get_session(conn, session_id)
             if row is None:
                 return None
-            row["messages"] = messages.get_messages(conn, session_id)
+            row["messages"] = messages.get_messages(conn, session_id, include_inactive=False)
             return row
 
         return self._read(read)
@@ -440,30 +357,9 @@ class SessionDB:
 
     # ----------------------------------------------------------------- maintenance
 
-    def prune_sessions(self, older_than_days: float = 90, source: str | None = None,
-                       sessions_dir: str | os.PathLike[str] | None = None) -> int:
-        if isinstance(older_than_days, bool) or not isinstance(older_than_days, (int, float)):
-            raise TypeError("older_than_days must be a number")
-        if older_than_days < 0:
-            raise ValueError(f"older_than_days must be >= 0, not {older_than_days}")
-        now = _now()
-        cutoff = now - older_than_days * 86400
-        where = retention.sessions.c.source == source if source is not None else None
-        result = self._write(lambda c: retention.prune(
-            c, older_than=cutoff, where=where, include_archived=True, busy_window_s=0,
-            now=now), what="prune_sessions")
-        _remove_session_files(sessions_dir, result.ids)
-        return result.changed
-
-    def delete_session(self, session_id: str,
-                       sessions_dir: str | os.PathLike[str] | None = None) -> bool:
-        if not self._id_ok(session_id):
-            return False
-        deleted = self._write(lambda c: retention.delete_session(c, session_id),
-                              what="delete_session")
-        if deleted:
-            _remove_session_files(sessions_dir, [session_id])
-        return deleted
+    # v11 methods with their v21 behaviour (facade/bulk.py)
+    prune_sessions = bulk.prune_sessions
+    delete_session = bulk.delete_session
 
     def archive_session(self, session_id: str) -> bool:
         """Archive the session's whole lineage (pinned lineages are spared)."""
@@ -548,8 +444,26 @@ class SessionDB:
     list_pending_handoffs = handoff.list_pending_handoffs
 
     # bulk delete, prune, archive, maintenance (facade/bulk.py)
+    delete_sessions = bulk.delete_sessions
+    delete_session_if_empty = bulk.delete_session_if_empty
+    count_empty_sessions = bulk.count_empty_sessions
+    delete_empty_sessions = bulk.delete_empty_sessions
+    prune_empty_ghost_sessions = bulk.prune_empty_ghost_sessions
+    list_prune_candidates = bulk.list_prune_candidates
+    archive_sessions = bulk.archive_sessions
+    set_session_archived = bulk.set_session_archived
+    maybe_auto_prune_and_vacuum = bulk.maybe_auto_prune_and_vacuum
+    archive_and_compact = history.archive_and_compact
+    has_archived_messages = history.has_archived_messages
 
     # messages (facade/history.py)
+    get_messages_around = history.get_messages_around
+    get_anchored_view = history.get_anchored_view
+    rewind_to_message = history.rewind_to_message
+    restore_rewound = history.restore_rewound
+    replace_messages = history.replace_messages
+    list_recent_user_messages = history.list_recent_user_messages
+    has_platform_message_id = history.has_platform_message_id
 
     # other (facade/other.py)
     resolve_resume_session_id = other.resolve_resume_session_id
@@ -584,10 +498,3 @@ class SessionDB:
     _IMPORT_MAX_TOTAL_BYTES = importing.MAX_TOTAL_BYTES
     import_sessions = importing.import_sessions
 
-
-def _check_page(limit: int, offset: int) -> None:
-    for name, value in (("limit", limit), ("offset", offset)):
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise TypeError(f"{name} must be an int")
-        if value < 0:
-            raise ValueError(f"{name} must be >= 0, not {value}")

@@ -27,7 +27,8 @@ class SessionDB(Protocol):
 
     def _read(self, fn: Callable[[Connection], T]) -> T: ...
 
-    def _write(self, fn: Callable[[Connection], T], *, what: str = ...) -> T: ...
+    def _write(self, fn: Callable[[Connection], T], *, append: bool = ...,
+               what: str = ...) -> T: ...
 
 
 def absent(value: object) -> bool:
@@ -41,6 +42,11 @@ def read(db: SessionDB, fn: Callable[[Connection], T]) -> T:
 
 def write(db: SessionDB, fn: Callable[[Connection], T], *, what: str) -> T:
     return db._write(fn, what=what)
+
+
+def append(db: SessionDB, fn: Callable[[Connection], T], *, what: str) -> T:
+    """A write unit on the agent's hot path (a turn's rows), with the longer lock budget."""
+    return db._write(fn, append=True, what=what)
 
 
 def best_effort(db: SessionDB, fn: Callable[[Connection], T], *, default: T, what: str) -> T:

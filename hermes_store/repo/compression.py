@@ -36,6 +36,7 @@ from sqlalchemy.exc import IntegrityError
 
 from hermes_store.db.models import ChatSession, CompressionLock, Message
 from hermes_store.repo import lineage, markers
+from hermes_store.repo import sessions as sessions_repo
 from hermes_store.repo.sessions import Executor
 
 sessions = ChatSession.__table__
@@ -140,29 +141,106 @@ def _continues(child: Any, parent: Any) -> bool:
             and (child.source or "") != TOOL_SOURCE)
 
 
-def compression_lineage(conn: Executor, session_id: str, *, now: float) -> list[str]:
-    """Ids root → tip of the session's lineage: ``[]`` if unknown, ``[session_id]`` for a
-    branch child or a segment the tip step from its root does not pass through."""
+def _ancestor_rows(conn: Executor, session_id: str) -> list[Any]:
+    """The session's row and its plain-tree ancestors, nearest first (``[]`` if unknown)."""
     up = lineage.ancestors(session_id).subquery("up")
     rows = conn.execute(
         select(up.c.depth, sessions.c.id, sessions.c.parent_session_id, sessions.c.end_reason,
                sessions.c.ended_at, sessions.c.started_at, sessions.c.model_config,
                sessions.c.source)
         .join_from(up, sessions, sessions.c.id == up.c.id).order_by(up.c.depth)).all()
-    if not rows or rows[0].id != session_id:
+    return rows if rows and rows[0].id == session_id else []
+
+
+def _continued_from(rows: list[Any]) -> list[Any]:
+    """Of ``_ancestor_rows``: the continuation parents above the first row, nearest first."""
+    path, below = [], rows[0]
+    for above in rows[1:]:
+        # ancestors() reports each id once, so a cycle ends the list; a gap in the depths
+        # (a parent row that is gone) ends the walk as well.
+        if above.id != below.parent_session_id or not _continues(below, above):
+            break
+        path.append(above)
+        below = above
+    return path
+
+
+def continuation_ancestors(conn: Executor, session_id: str) -> list[str]:
+    """The segments the session continues, nearest first: its parent while that ended
+    ``'compression'`` and the child is a continuation, then that parent's, and so on."""
+    rows = _ancestor_rows(conn, session_id)
+    return [row.id for row in _continued_from(rows)] if rows else []
+
+
+def compression_lineage(conn: Executor, session_id: str, *, now: float) -> list[str]:
+    """Ids root → tip of the session's lineage: ``[]`` if unknown, ``[session_id]`` for a
+    branch child or a segment the tip step from its root does not pass through."""
+    rows = _ancestor_rows(conn, session_id)
+    if not rows:
         return []
     parent = rows[1] if len(rows) > 1 and rows[1].id == rows[0].parent_session_id else None
     if _is_branch_child(rows[0], parent):
         return [session_id]
-    root = rows[0]
-    for above in rows[1:]:
-        # ancestors() reports each id once, so a cycle ends the list; a gap in the depths
-        # (a parent row that is gone) ends the walk as well.
-        if above.id != root.parent_session_id or not _continues(root, above):
-            break
-        root = above
+    root = ([rows[0], *_continued_from(rows)])[-1]
     path = tip_path(conn, root.id, now=now)
     return path if session_id in path else [session_id]
+
+
+def lineage_members(conn: Executor, session_id: str) -> list[str]:
+    """The session's whole lineage (docs/v21.md#bulk): the root it continues from and every
+    continuation below that root, by depth (``[]`` if unknown). Bulk moves act on this set."""
+    rows = _ancestor_rows(conn, session_id)
+    if not rows:
+        return []
+    members = [[rows[0], *_continued_from(rows)][-1].id]
+    frontier, seen = list(members), set(members)
+    child, parent = _CONT, _CONT_PARENT
+    while frontier:
+        found = [sid for sid in conn.execute(
+            select(child.c.id).join_from(child, parent, parent.c.id == child.c.parent_session_id)
+            .where(parent.c.id.in_(frontier), parent.c.end_reason == COMPRESSION,
+                   may_continue(child)).order_by(child.c.started_at, child.c.id)).scalars()
+            if sid not in seen]
+        members += found
+        seen.update(found)
+        frontier = found
+    return members
+
+
+def lineage_roots(conn: Executor) -> dict[str, tuple[str, int]]:
+    """Every session's ``(root id, depth)`` under the continuation relation, for grouping a
+    whole store into lineages at once. Members of a continuation cycle share the smallest id
+    of the cycle as their root."""
+    marked = markers.carries_any_clause(sessions.c.model_config)
+    rows = conn.execute(select(sessions.c.id, sessions.c.parent_session_id, sessions.c.end_reason,
+                               sessions.c.source, marked.label("marked"))).all()
+    by_id = {row.id: row for row in rows}
+
+    def up(row: Any) -> str | None:
+        parent = by_id.get(row.parent_session_id)
+        if parent is None or parent.end_reason != COMPRESSION or row.marked \
+                or (row.source or "") == TOOL_SOURCE:
+            return None
+        return str(parent.id)
+
+    found: dict[str, tuple[str, int]] = {}
+    for row in rows:
+        path = [row.id]
+        while (nxt := up(by_id[path[-1]])) is not None and nxt not in path:
+            path.append(nxt)
+        root = path[-1]
+        if nxt is not None:  # a cycle: from nxt's first visit to the end
+            root = min(path[path.index(nxt):])
+        found[row.id] = (root, len(path) - 1 if nxt is None else path.index(root))
+    return found
+
+
+def set_title(conn: Executor, session_id: str, title: str | None) -> bool:
+    """``set_session_title`` (docs/v21.md#behaviour-changes): a title held by a segment this
+    session continues moves here, so a tip can take back its conversation's name; any other
+    holder is a clash (``ValueError``). False for an unknown session."""
+    movable = continuation_ancestors(conn, session_id) if title is not None else []
+    return sessions_repo.set_title(conn, session_id, title, movable_from=movable)
 
 
 def finalize_orphaned(conn: Executor, *, now: float) -> int:

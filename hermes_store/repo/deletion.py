@@ -1,5 +1,5 @@
-"""Deleting sessions by id (``hermes-store delete``): the plan shown before the prompt, and the
-write that re-checks it.
+"""Deleting sessions: by id for ``hermes-store delete`` (the plan shown before the prompt, and
+the write that re-checks it), and the v21 API's deletes and sweeps.
 
 A session is deleted with its whole compression lineage (one conversation); its delegate and
 branch children go too unless ``keep_children``, which detaches them. Pinned sessions need
@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, exists, func, or_, select
 
 from hermes_store.errors import PlanChangedError, StoreBusyError, UsageError
-from hermes_store.repo import lineage, retention
+from hermes_store.repo import compression, delegates, lineage, retention
 from hermes_store.repo.sessions import Executor
 
 sessions = lineage.sessions
@@ -121,3 +121,90 @@ def delete_as_planned(conn: Executor, ids: Sequence[str], plan: DeletePlan, *,
                                "nothing was deleted: run the command again")
     current.check(force=force)
     return retention.delete_sessions(conn, current.doomed)
+
+
+# --------------------------------------------------------------------------- the v21 verbs
+# docs/v21.md#bulk: explicit deletes take subagents along (the delegate cascade) and orphan
+# every other child; the sweeps orphan all children and skip lineages with a pinned segment.
+
+GHOST_SOURCE = "tui"
+GHOST_AGE_S = 86400.0
+
+
+@dataclass
+class Deleted:
+    """What a delete removed: the listed ids that existed, and every session that went."""
+
+    listed: list[str]
+    ids: list[str]
+
+
+def existing(conn: Executor, ids: Sequence[str]) -> list[str]:
+    """The ids present in ``sessions``, in the given order."""
+    found: set[str] = set()
+    for start in range(0, len(ids), 900):
+        chunk = list(ids[start:start + 900])
+        found.update(conn.execute(select(sessions.c.id).where(sessions.c.id.in_(chunk)))
+                     .scalars())
+    return [sid for sid in ids if sid in found]
+
+
+def delete_with_delegates(conn: Executor, ids: Sequence[str]) -> Deleted:
+    """Delete the sessions that exist among ``ids``, open, archived or pinned, with their
+    subagents; other children are orphaned, usage rows and topic bindings cascade."""
+    listed = existing(conn, list(dict.fromkeys(ids)))
+    doomed = listed + delegates.cascade(conn, listed)
+    retention.delete_sessions(conn, doomed)
+    return Deleted(listed, doomed)
+
+
+def delete_if_empty(conn: Executor, session_id: str) -> bool:
+    """One statement: the session goes only if it has no title, no message row and no child
+    (so a racing append or child keeps it)."""
+    child = sessions.alias("empty_child")
+    result = conn.execute(delete(sessions).where(
+        sessions.c.id == session_id,
+        or_(sessions.c.title.is_(None), sessions.c.title == ""),
+        ~exists(select(messages.c.id).where(messages.c.session_id == session_id)),
+        ~exists(select(child.c.id).where(child.c.parent_session_id == session_id))))
+    return bool(result.rowcount)
+
+
+def outside_pinned_lineages(conn: Executor, ids: Sequence[str]) -> list[str]:
+    """``ids`` less those whose lineage (docs/v21.md#bulk) holds a pinned segment."""
+    if not ids:
+        return []
+    pinned = list(conn.execute(select(sessions.c.id).where(
+        func.coalesce(sessions.c.pinned, 0) != 0)).scalars())
+    if not pinned:
+        return list(ids)
+    roots = compression.lineage_roots(conn)
+    kept = {roots.get(sid, (sid, 0))[0] for sid in pinned}
+    return [sid for sid in ids if roots.get(sid, (sid, 0))[0] not in kept]
+
+
+def _swept(conn: Executor, *where: Any) -> list[str]:
+    ids = list(conn.execute(select(sessions.c.id).where(
+        *where, func.coalesce(sessions.c.pinned, 0) == 0).order_by(sessions.c.id)).scalars())
+    return outside_pinned_lineages(conn, ids)
+
+
+def empty_sessions(conn: Executor) -> list[str]:
+    """Ended, unarchived, unpinned sessions whose message counter is 0."""
+    return _swept(conn, func.coalesce(sessions.c.message_count, 0) == 0,
+                  sessions.c.ended_at.is_not(None), func.coalesce(sessions.c.archived, 0) == 0)
+
+
+def ghost_sessions(conn: Executor, *, now: float) -> list[str]:
+    """The TUI's ghosts: untitled ``tui`` sessions, ended, started over a day ago, without a
+    message row, unpinned."""
+    return _swept(conn, sessions.c.source == GHOST_SOURCE,
+                  or_(sessions.c.title.is_(None), sessions.c.title == ""),
+                  sessions.c.ended_at.is_not(None), sessions.c.started_at < now - GHOST_AGE_S,
+                  ~exists(select(messages.c.id).where(messages.c.session_id == sessions.c.id)))
+
+
+def sweep(conn: Executor, ids: Sequence[str]) -> list[str]:
+    """Delete swept sessions, children orphaned first (never deleted with them)."""
+    retention.delete_sessions(conn, ids)
+    return list(ids)

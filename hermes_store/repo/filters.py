@@ -35,8 +35,8 @@ from hermes_store.errors import UsageError
 from hermes_store.repo import lineage
 
 __all__ = [
-    "EmptyWindowError", "FilterError", "SessionFilter", "TimeSyntaxError", "escape_like",
-    "matching", "parse_time",
+    "BULK_FILTERS", "EmptyWindowError", "FilterError", "SessionFilter", "TimeSyntaxError",
+    "bulk_clauses", "cwd_prefix_clause", "escape_like", "matching", "parse_time",
 ]
 
 LIKE_ESCAPE = "\\"
@@ -353,3 +353,77 @@ def _workspace(repo_root: ColumnElement, cwd: ColumnElement, needle: str) -> Col
     # match (case-insensitive) also covers the exact basename.
     place = func.coalesce(func.nullif(repo_root, ""), cwd)
     return place.ilike(f"%{escape_like(needle)}%", escape=LIKE_ESCAPE)
+
+
+# --------------------------------------------------------------------------- the v21 set
+
+# The v21 bulk verbs' ``**filters`` (docs/v21.md#bulk): name → kind ("text" applies when
+# truthy, "number" when not None, "flag" is the archived tri-state).
+BULK_FILTERS = {
+    "started_before": "number", "started_after": "number",
+    "title_like": "text", "model_like": "text", "branch_like": "text", "provider": "text",
+    "end_reason": "text", "user_id": "text", "chat_id": "text", "chat_type": "text",
+    "cwd_prefix": "text",
+    "min_messages": "number", "max_messages": "number",
+    "min_tool_calls": "number", "max_tool_calls": "number",
+    "min_tokens": "number", "max_tokens": "number",
+    "min_cost": "number", "max_cost": "number",
+    "archived": "flag",
+}
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_PATH_SEPARATORS = "/\\"
+
+
+def cwd_prefix_clause(prefix: str, table: Table | None = None) -> ColumnElement[bool]:
+    """``cwd`` equal to the prefix or below it with either separator (``/repo`` matches
+    ``/repo/x`` and ``/repo\\x``, never ``/repo-wt``); compared literally, no wildcard."""
+    cwd = (table if table is not None else ChatSession.__table__).c.cwd
+    base = prefix.rstrip(_PATH_SEPARATORS) or prefix
+    if base[-1] in _PATH_SEPARATORS:  # a root ("/", "C:\\"): everything below it
+        return func.substr(cwd, 1, len(base)) == base
+    return or_(cwd == base, *(func.substr(cwd, 1, len(base) + 1) == base + sep
+                              for sep in _PATH_SEPARATORS))
+
+
+def _contains_ascii_ci(column: ColumnElement, needle: str) -> ColumnElement[bool]:
+    # ASCII case only, as the agent's LIKE did; NULL reads as "" (so it never matches).
+    return func.lower(func.coalesce(column, "")).contains(needle.translate(_ASCII_LOWER),
+                                                          autoescape=True)
+
+
+def bulk_clauses(values: dict[str, object], table: Table | None = None) -> list[ColumnElement]:
+    """The clauses of validated v21 filters over ``sessions`` (ANDed by the caller); the
+    substring and prefix filters are literal (no LIKE wildcard)."""
+    c = (table if table is not None else ChatSession.__table__).c
+    numbers = {
+        "messages": func.coalesce(c.message_count, 0),
+        "tool_calls": func.coalesce(c.tool_call_count, 0),
+        "tokens": func.coalesce(c.input_tokens, 0) + func.coalesce(c.output_tokens, 0),
+        "cost": func.coalesce(c.actual_cost_usd, c.estimated_cost_usd, 0.0),
+    }
+    found: list[ColumnElement] = []
+    for name, value in values.items():
+        kind = BULK_FILTERS[name]
+        if (kind == "text" and not value) or (kind != "text" and value is None):
+            continue
+        if name == "started_before":
+            found.append(c.started_at < value)
+        elif name == "started_after":
+            found.append(c.started_at >= value)
+        elif name in ("title_like", "model_like", "branch_like"):
+            column = {"title_like": c.title, "model_like": c.model,
+                      "branch_like": c.git_branch}[name]
+            found.append(_contains_ascii_ci(column, str(value)))
+        elif name == "provider":
+            found.append(func.lower(c.billing_provider) == str(value).translate(_ASCII_LOWER))
+        elif name == "cwd_prefix":
+            found.append(cwd_prefix_clause(str(value), table))
+        elif name == "archived":
+            flag = func.coalesce(c.archived, 0)
+            found.append(flag != 0 if value else flag == 0)
+        elif name.startswith(("min_", "max_")):
+            expr = numbers[name[4:]]
+            found.append(expr >= value if name.startswith("min_") else expr <= value)
+        else:
+            found.append(c[name] == value)
+    return found

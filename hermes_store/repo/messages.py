@@ -17,7 +17,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, bindparam, delete, func, insert, select, update
+from sqlalchemy import (
+    Select,
+    Table,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal_column,
+    select,
+    update,
+)
 from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 
 from hermes_store.content import (
@@ -38,9 +48,15 @@ from hermes_store.repo.sessions import Executor, connection_of
 sessions = ChatSession.__table__
 messages = Message.__table__
 
+# The v11 keys of a message dict, in the v11 order; every other live column follows them.
 MESSAGE_KEYS = ("id", "session_id", "role", "content", "tool_call_id", "tool_calls", "tool_name",
                 "timestamp", "token_count", "finish_reason", "reasoning", "reasoning_content",
                 "reasoning_details", "codex_reasoning_items", "codex_message_items")
+# The agent's background-review prompts (docs/v21.md#behaviour-changes), case-sensitive.
+REVIEW_HARNESS_PROMPTS = (
+    "Review the conversation above and update the skill library",
+    "Review the conversation above and consider saving to memory",
+)
 _JSON_EXTRAS = ("reasoning_details", "codex_reasoning_items", "codex_message_items")
 _MAX_PARAMS = 900
 _BATCH = 500
@@ -70,6 +86,8 @@ def prepare_message(session_id: str, role: object, *, content: object = None,
                     finish_reason: str | None = None, reasoning: str | None = None,
                     reasoning_content: str | None = None, reasoning_details: Any = None,
                     codex_reasoning_items: Any = None, codex_message_items: Any = None,
+                    platform_message_id: str | None = None, observed: bool = False,
+                    effect_disposition: str | None = None,
                     timestamp: float) -> PreparedMessage:
     if not isinstance(role, str):
         raise TypeError(f"role must be a str, not {type(role).__name__}")
@@ -80,7 +98,9 @@ def prepare_message(session_id: str, role: object, *, content: object = None,
         raise ValueError(f"timestamp must be a finite number, not {timestamp!r}")
     for name, value in (("role", role), ("tool_name", tool_name), ("tool_call_id", tool_call_id),
                         ("finish_reason", finish_reason), ("reasoning", reasoning),
-                        ("reasoning_content", reasoning_content)):
+                        ("reasoning_content", reasoning_content),
+                        ("platform_message_id", platform_message_id),
+                        ("effect_disposition", effect_disposition)):
         if value is not None and not isinstance(value, str):
             raise TypeError(f"{name} must be a str or None, not {type(value).__name__}")
         check_text(name, value)
@@ -97,6 +117,8 @@ def prepare_message(session_id: str, role: object, *, content: object = None,
         "reasoning_details": encode_json(reasoning_details),
         "codex_reasoning_items": encode_json(codex_reasoning_items),
         "codex_message_items": encode_json(codex_message_items),
+        "platform_message_id": platform_message_id, "observed": 1 if observed else 0,
+        "effect_disposition": effect_disposition, "active": 1, "compacted": 0,
     }
     # Tool results carry the id of the call they answer, never new calls of their own
     # (content.tool_calls_added, without parsing the calls a second time).
@@ -204,40 +226,62 @@ def _free_ids(conn: Executor, into: Table, ids: Sequence[Any]) -> bool:
 # --------------------------------------------------------------------------- read
 
 
-def get_messages(conn: Executor, session_id: str) -> list[dict[str, Any]]:
-    """Rows in insertion order with ``content`` and ``tool_calls`` decoded."""
-    cols = [messages.c[k] for k in MESSAGE_KEYS]
-    rows = conn.execute(select(*cols).where(messages.c.session_id == session_id)
-                        .order_by(messages.c.id)).mappings()
-    out = []
-    for row in rows:
-        item = dict(row)
-        item["content"] = decode_content(item["content"])
-        item["tool_calls"] = decode_tool_calls(item["tool_calls"])
-        out.append(item)
-    return out
+def visible(include_inactive: bool) -> Any:
+    """Rows a reader sees: the live context (``active = 1``) unless inactive ones are asked
+    for. NULL ``active`` (a file whose column lost its default) counts as live."""
+    return None if include_inactive else func.coalesce(messages.c.active, 1) == 1
 
 
-def _raw_rows(conn: Executor, session_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+def all_columns() -> Select:
+    # Every column of the live table: adopted stores may carry more than the models declare.
+    return select(literal_column("*")).select_from(messages)
+
+
+def message_dict(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A message dict: every column (the v11 keys first), ``content`` and ``tool_calls``
+    decoded."""
+    item = {key: row[key] for key in MESSAGE_KEYS if key in row}
+    item.update(row)
+    item["content"] = decode_content(item["content"])
+    item["tool_calls"] = decode_tool_calls(item["tool_calls"])
+    return item
+
+
+def get_messages(conn: Executor, session_id: str, *, include_inactive: bool = True,
+                 limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+    """Rows in insertion order (paged after the ``active`` filter), decoded."""
+    query = all_columns().where(messages.c.session_id == session_id)
+    if (clause := visible(include_inactive)) is not None:
+        query = query.where(clause)
+    query = query.order_by(messages.c.id)
+    if limit is not None:
+        query = query.limit(limit)
+    if offset:
+        query = query.offset(offset)
+    return [message_dict(row) for row in conn.execute(query).mappings()]
+
+
+def _raw_rows(conn: Executor, session_ids: list[str], *,
+              include_inactive: bool) -> dict[str, list[dict[str, Any]]]:
     grouped: dict[str, list[dict[str, Any]]] = {sid: [] for sid in session_ids}
-    cols = [messages.c[k] for k in MESSAGE_KEYS]
+    clause = visible(include_inactive)
     for start in range(0, len(session_ids), _MAX_PARAMS):
         chunk = session_ids[start:start + _MAX_PARAMS]
-        rows = conn.execute(select(*cols).where(messages.c.session_id.in_(chunk))
-                            .order_by(messages.c.id)).mappings()
-        for row in rows:
+        query = all_columns().where(messages.c.session_id.in_(chunk))
+        if clause is not None:
+            query = query.where(clause)
+        for row in conn.execute(query.order_by(messages.c.id)).mappings():
             grouped[row["session_id"]].append(dict(row))
     return grouped
 
 
-def messages_of(conn: Executor, session_ids: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
-    """``get_messages`` for many sessions, in batches of bound parameters (for exports)."""
-    grouped = _raw_rows(conn, list(dict.fromkeys(session_ids)))
-    for rows in grouped.values():
-        for item in rows:
-            item["content"] = decode_content(item["content"])
-            item["tool_calls"] = decode_tool_calls(item["tool_calls"])
-    return grouped
+def messages_of(conn: Executor, session_ids: Iterable[str], *,
+                include_inactive: bool = False) -> dict[str, list[dict[str, Any]]]:
+    """``get_messages`` for many sessions, in batches of bound parameters (for exports, which
+    carry the live context: active rows only unless asked)."""
+    grouped = _raw_rows(conn, list(dict.fromkeys(session_ids)),
+                        include_inactive=include_inactive)
+    return {sid: [message_dict(row) for row in rows] for sid, rows in grouped.items()}
 
 
 def strip_memory_context(text: str) -> str:
@@ -249,17 +293,25 @@ def strip_memory_context(text: str) -> str:
 
 
 def _as_turn(row: dict[str, Any]) -> dict[str, Any]:
+    """One chat turn (docs/v21.md#behaviour-changes): role, content, timestamp, then the
+    provenance keys that hold something, then the assistant's own keys."""
     role = row["role"]
     content = decode_content(row["content"])
     if role in ("user", "assistant") and isinstance(content, str):
         content = strip_memory_context(content)
     turn: dict[str, Any] = {"role": role, "content": content}
-    if row["tool_call_id"] is not None:
-        turn["tool_call_id"] = row["tool_call_id"]
-    if row["tool_name"] is not None:
-        turn["tool_name"] = row["tool_name"]
-    if row["tool_calls"] is not None:
-        turn["tool_calls"] = decode_tool_calls(row["tool_calls"])
+    if row.get("timestamp"):
+        turn["timestamp"] = float(row["timestamp"])
+    for key in ("tool_call_id", "tool_name", "effect_disposition"):
+        if row.get(key):
+            turn[key] = row[key]
+    calls = decode_tool_calls(row["tool_calls"]) if row["tool_calls"] is not None else None
+    if calls:
+        turn["tool_calls"] = calls
+    if row.get("platform_message_id"):
+        turn["message_id"] = row["platform_message_id"]
+    if row.get("observed"):
+        turn["observed"] = True
     if role == "assistant":
         if row["finish_reason"]:
             turn["finish_reason"] = row["finish_reason"]
@@ -273,7 +325,31 @@ def _as_turn(row: dict[str, Any]) -> dict[str, Any]:
     return turn
 
 
+def _is_review_harness(turn: dict[str, Any]) -> bool:
+    content = turn["content"]
+    return (turn["role"] in ("user", "system") and isinstance(content, str)
+            and content.lstrip().startswith(REVIEW_HARNESS_PROMPTS))
+
+
+def drop_review_harness(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The agent's background review runs as a prompt appended to the conversation; the prompt
+    and the assistant's answer to it are bookkeeping, never part of the chat to replay."""
+    kept: list[dict[str, Any]] = []
+    skip_answer = False
+    for turn in turns:
+        if skip_answer and turn["role"] == "assistant":
+            skip_answer = False
+            continue
+        skip_answer = False
+        if _is_review_harness(turn):
+            skip_answer = True
+            continue
+        kept.append(turn)
+    return kept
+
+
 def conversation(conn: Executor, session_id: str, *, include_ancestors: bool = False,
+                 include_inactive: bool = False,
                  max_depth: int = lineage.DEFAULT_MAX_DEPTH) -> list[dict[str, Any]]:
     """The session as OpenAI-style chat turns, optionally replayed from its root ancestor."""
     if include_ancestors:
@@ -281,7 +357,7 @@ def conversation(conn: Executor, session_id: str, *, include_ancestors: bool = F
         order = [r.id for r in sorted(chain, key=lambda r: r.depth, reverse=True)]
     else:
         order = [session_id]
-    by_session = _raw_rows(conn, order)
+    by_session = _raw_rows(conn, order, include_inactive=include_inactive)
     turns: list[dict[str, Any]] = []
     last_user: Any = None
     answered = True
@@ -296,7 +372,7 @@ def conversation(conn: Executor, session_id: str, *, include_ancestors: bool = F
             elif turn["role"] == "assistant" and (turn["content"] or turn.get("tool_calls")):
                 answered = True
             turns.append(turn)
-    return turns
+    return drop_review_harness(turns)
 
 
 # --------------------------------------------------------------------------- clear / count

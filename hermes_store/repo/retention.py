@@ -26,7 +26,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, delete, select, update
 
 from hermes_store.db.models import ChatSession, Message
-from hermes_store.repo import lineage
+from hermes_store.repo import compression, lineage
 from hermes_store.repo.filters import SessionFilter, matching
 from hermes_store.repo.sessions import Executor
 
@@ -34,6 +34,8 @@ sessions = ChatSession.__table__
 messages = Message.__table__
 
 CLOSED_IDLE = "closed_idle"
+# Which parent links make one lineage: the v11 chain, or the v21 continuations.
+V11, V21 = "v11", "v21"
 DEFAULT_BUSY_WINDOW_S = 60.0
 _CHUNK = 900  # bound parameters per statement
 
@@ -123,9 +125,15 @@ class Lineage:
         return any(s.ended_at is None for s in self.segments)
 
 
-def load_lineages(conn: Executor, *, now: float | None = None) -> list[Lineage]:
-    """Every session grouped into its compression lineage (cycles: each session alone)."""
+def load_lineages(conn: Executor, *, now: float | None = None,
+                  rule: str = V11) -> list[Lineage]:
+    """Every session grouped into its compression lineage (cycles: each session alone).
+
+    ``rule`` picks the relation: ``"v11"`` the chain of ``lineage.lineage_map``, ``"v21"`` the
+    continuations of docs/v21.md#bulk, the tip being the compression tip step's."""
     now = time.time() if now is None else now
+    if rule == V21:
+        return _continuation_lineages(conn, now)
     lmap = lineage.lineage_map().subquery("lmap")
     rows = conn.execute(
         select(sessions.c.id, sessions.c.ended_at, sessions.c.pinned, sessions.c.archived,
@@ -138,6 +146,27 @@ def load_lineages(conn: Executor, *, now: float | None = None) -> list[Lineage]:
                       r.depth or 0)
         groups.setdefault(r.root_id if r.root_id is not None else r.id, []).append(seg)
     return [Lineage(root, sorted(segs, key=lambda s: s.depth)) for root, segs in groups.items()]
+
+
+def _continuation_lineages(conn: Executor, now: float) -> list[Lineage]:
+    roots = compression.lineage_roots(conn)
+    rows = conn.execute(select(sessions.c.id, sessions.c.ended_at, sessions.c.pinned,
+                               sessions.c.archived,
+                               lineage.last_activity(sessions, now).label("last_active")))
+    groups: dict[str, list[Segment]] = {}
+    for r in rows:
+        root, depth = roots.get(r.id, (r.id, 0))
+        groups.setdefault(root, []).append(
+            Segment(r.id, r.ended_at, bool(r.pinned), bool(r.archived), r.last_active, depth))
+    units = []
+    for root, segs in groups.items():
+        segs.sort(key=lambda s: (s.depth, s.id))
+        if len(segs) > 1:
+            # Judged by its tip: the segment the conversation went on in, moved last.
+            tip = compression.compression_tip(conn, root, now=now)
+            segs.sort(key=lambda s: s.id == tip)
+        units.append(Lineage(root, segs))
+    return units
 
 
 def lineage_of(conn: Executor, session_id: str) -> list[str]:
@@ -161,14 +190,14 @@ class _Selection:
 
 
 def _select(conn: Executor, *, where: ColumnElement[bool] | None, ids: Iterable[str] | None,
-            older_than: float | None, newer_than: float | None, now: float) -> tuple[
-                _Selection, set[str] | None]:
+            older_than: float | None, newer_than: float | None, now: float,
+            rule: str = V11) -> tuple[_Selection, set[str] | None]:
     """Lineages whose tip passes ``where``, that hold one of ``ids``, and whose last activity
     (over all segments) lies in ``[newer_than, older_than)``."""
     wanted = _matching_ids(conn, where)
     id_set = set(ids) if ids is not None else None
     chosen, rest = [], []
-    for unit in load_lineages(conn, now=now):
+    for unit in load_lineages(conn, now=now, rule=rule):
         ok = wanted is None or unit.tip.id in wanted
         ok = ok and (id_set is None or bool(id_set.intersection(unit.ids)))
         last = unit.last_active
@@ -257,7 +286,7 @@ def prune(conn: Executor, *, older_than: float | None = None, newer_than: float 
           where: ColumnElement[bool] | None = None, ids: Iterable[str] | None = None,
           include_pinned: bool = False, include_archived: bool = False,
           busy_window_s: float = DEFAULT_BUSY_WINDOW_S, now: float | None = None,
-          dry_run: bool = False) -> RetentionResult:
+          dry_run: bool = False, rule: str = V11) -> RetentionResult:
     """Delete ended lineages whose last activity is before ``older_than`` (epoch seconds).
 
     Spared, and counted: lineages with an open segment, pinned ones (unless
@@ -266,7 +295,7 @@ def prune(conn: Executor, *, older_than: float | None = None, newer_than: float 
     """
     now = time.time() if now is None else now
     selection, wanted = _select(conn, where=where, ids=ids, older_than=older_than,
-                                newer_than=newer_than, now=now)
+                                newer_than=newer_than, now=now, rule=rule)
     result = RetentionResult("prune", dry_run)
     doomed: list[Lineage] = []
     for unit in selection.chosen:
@@ -305,12 +334,13 @@ def _set_archived(conn: Executor, ids: Sequence[str], value: int) -> int:
 def archive(conn: Executor, *, older_than: float | None = None,
             newer_than: float | None = None, where: ColumnElement[bool] | None = None,
             ids: Iterable[str] | None = None, include_open: bool = False,
-            now: float | None = None, dry_run: bool = False) -> RetentionResult:
+            now: float | None = None, dry_run: bool = False,
+            rule: str = V11) -> RetentionResult:
     """Set ``archived=1`` on whole lineages selected by their tip. Pinned lineages are always
     spared; open ones unless ``include_open``; already archived ones count as ``archived``."""
     now = time.time() if now is None else now
     selection, wanted = _select(conn, where=where, ids=ids, older_than=older_than,
-                                newer_than=newer_than, now=now)
+                                newer_than=newer_than, now=now, rule=rule)
     result = RetentionResult("archive", dry_run)
     chosen: list[Lineage] = []
     for unit in selection.chosen:
@@ -480,3 +510,41 @@ def candidate_rows(conn: Executor, result: RetentionResult) -> list[dict[str, An
                      "messages": sum(counts.get(sid, 0) for sid in c.ids),
                      "title": tip.get("title")})
     return rows
+
+
+# --------------------------------------------------------------------------- the v21 verbs
+
+
+@dataclass
+class ArchiveOutcome:
+    """``set_session_archived``: whether the session exists, whether a pin refused the
+    archive, and how many segments changed."""
+
+    found: bool
+    refused: bool = False
+    changed: int = 0
+
+
+def set_lineage_archived(conn: Executor, session_id: str, archived: bool) -> ArchiveOutcome:
+    """Set ``archived`` on the session's whole lineage (docs/v21.md#bulk), so no unarchived
+    segment resurrects a projected entry; a lineage with a pinned segment is not archived
+    (unarchiving always proceeds)."""
+    members = compression.lineage_members(conn, session_id)
+    if not members:
+        return ArchiveOutcome(found=False)
+    if archived and conn.execute(select(sessions.c.id).where(
+            sessions.c.id.in_(members), sessions.c.pinned != 0).limit(1)).first():
+        return ArchiveOutcome(found=True, refused=True)
+    return ArchiveOutcome(found=True, changed=_set_archived(conn, members, 1 if archived else 0))
+
+
+def session_summaries(conn: Executor, ids: Sequence[str]) -> list[dict[str, Any]]:
+    """``{id, source, title, model, started_at, ended_at, message_count, archived}`` of each
+    session, ``started_at`` ascending (``list_prune_candidates``)."""
+    c = sessions.c
+    rows: list[dict[str, Any]] = []
+    for chunk in _chunks(ids):
+        rows += [dict(r) for r in conn.execute(
+            select(c.id, c.source, c.title, c.model, c.started_at, c.ended_at, c.message_count,
+                   c.archived).where(c.id.in_(chunk))).mappings()]
+    return sorted(rows, key=lambda r: (r["started_at"] is None, r["started_at"] or 0.0, r["id"]))

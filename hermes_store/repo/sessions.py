@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from sqlalchemy import Connection, case, exc, func, literal_column, select, update
@@ -32,12 +32,14 @@ Executor = Connection | Session
 PLACEHOLDER_SOURCE = "unknown"
 
 # Keywords create_session/ensure_session accept besides id and source: v11's five plus the
-# newer columns a caller may know at creation time.
+# newer columns a caller may know at creation time (the v21 gateway's peer among them).
 CREATE_FIELDS = frozenset({
     "model", "model_config", "system_prompt", "user_id", "parent_session_id",
     "cwd", "git_branch", "git_repo_root", "profile_name", "origin_json",
     "billing_provider", "billing_base_url", "billing_mode",
+    "session_key", "chat_id", "chat_type", "thread_id",
 })
+NUMERIC_IDS = frozenset({"chat_id", "thread_id"})
 # Documented get_session keys that only newer upstream stores have as columns; reported as None
 # when the live table lacks them, so callers see one shape.
 HANDOFF_KEYS = ("handoff_state", "handoff_platform", "handoff_error")
@@ -79,6 +81,9 @@ def prepare_create_fields(session_id: str, fields: Mapping[str, Any]) -> dict[st
     for name, value in fields.items():
         if name == "model_config":
             value = (value if isinstance(value, str) else dump_json(value)) if value else None
+        elif name in NUMERIC_IDS and isinstance(value, (int, float)) \
+                and not isinstance(value, bool):
+            value = str(value)  # chat platforms hand out numbers; the columns hold text
         elif value is not None and not isinstance(value, str):
             raise TypeError(f"{name} must be a str or None, not {type(value).__name__}")
         check_text(name, value)
@@ -238,14 +243,18 @@ def title_holder(conn: Executor, title: str) -> str | None:
     return conn.execute(select(sessions.c.id).where(sessions.c.title == title)).scalar()
 
 
-def set_title(conn: Executor, session_id: str, title: str | None) -> bool:
-    """Write an already-cleaned title; False for an unknown session, ValueError on a clash."""
+def set_title(conn: Executor, session_id: str, title: str | None, *,
+              movable_from: Collection[str] = ()) -> bool:
+    """Write an already-cleaned title; False for an unknown session, ValueError on a clash.
+    A holder listed in ``movable_from`` gives the title up instead (it becomes NULL there)."""
     if not exists(conn, session_id):
         return False
     if title is not None:
         holder = title_holder(conn, title)
         if holder is not None and holder != session_id:
-            raise ValueError(f"Title '{title}' is already in use by session {holder}")
+            if holder not in movable_from:
+                raise ValueError(f"Title '{title}' is already in use by session {holder}")
+            conn.execute(update(sessions).where(sessions.c.id == holder).values(title=None))
     try:
         with conn.begin_nested():
             conn.execute(update(sessions).where(sessions.c.id == session_id).values(title=title))

@@ -91,7 +91,18 @@ _BIGRAM_TOP_CTE = """top(id, rank) AS MATERIALIZED (
 """
 _TOP_HITS = "SELECT id, rank, 'text' FROM top"
 _TIE_CUT = """(SELECT count(*) = ?
-     AND max(rank) = (SELECT rank FROM top ORDER BY rank LIMIT 1 OFFSET ?) FROM top)"""
+     AND coalesce(max(rank) = (SELECT rank FROM top{shown} ORDER BY rank LIMIT 1 OFFSET ?), 1)
+   FROM top)"""
+# A rewound row (active = 0, compacted = 0) is hidden from default searches
+# (docs/v21.md#parameters). The test probes idx_messages_session_active with the row's early
+# columns, so a long message's overflow pages are never walked to reach ``active``.
+_REWOUND = """EXISTS (SELECT 1 FROM messages AS rw WHERE rw.session_id = {t}.session_id
+   AND rw.active = 0 AND rw.timestamp IS {t}.timestamp AND +rw.id = {t}.id AND rw.compacted = 0)"""
+_SHOWN_HITS = "\n  JOIN messages AS m ON m.id = h.id WHERE NOT " + _REWOUND.format(t="m")
+_SHOWN_TOP = (" WHERE NOT EXISTS (SELECT 1 FROM messages AS tm WHERE tm.id = top.id AND "
+              + _REWOUND.format(t="tm") + ")")
+_HIDDEN_OF = ("SELECT m.id FROM messages AS m WHERE m.id IN (SELECT value FROM json_each(?)) "
+              "AND " + _REWOUND.format(t="m"))
 _SPLIT = " AND NOT EXISTS (SELECT 1 FROM messages_cjk AS c WHERE c.id = messages_fts.rowid)"
 _LITERAL_CHECK = """
 SELECT id FROM messages WHERE id IN (SELECT value FROM json_each(?))
@@ -340,6 +351,16 @@ def literal_check(ids: set[int], pattern: str) -> Sql:
     return Sql(_LITERAL_CHECK, [json.dumps(sorted(ids)), pattern, pattern])
 
 
+def hidden_of(ids: Sequence[int]) -> Sql:
+    """Those of ``ids`` that are rewound (hidden from a default search), as ``(id,)`` rows."""
+    return Sql(_HIDDEN_OF, [json.dumps(list(ids))])
+
+
+def bigram_top(match: str, fetch: int) -> Sql:
+    """The best ``fetch`` rows of the bigram index for ``match`` (columns ``TOP_COLUMNS``)."""
+    return Sql(_TOP["bigram"], [match, fetch])
+
+
 def id_list_hits(ids: set[int]) -> Sql:
     return Sql(_ID_LIST_HITS, [json.dumps(sorted(ids))])
 
@@ -393,9 +414,11 @@ class Filters:
 
 
 def page_statement(hits: Sql, tree: Node, layout: SearchLayout, order: str, filters: Filters,
-                   limit: int, offset: int, top: tuple[str, int] | None = None) -> Sql:
+                   limit: int, offset: int, top: tuple[str, int] | None = None,
+                   hide: bool = False) -> Sql:
     """The page of ``hits`` in ``PAGE_COLUMNS``; ``top`` (a bigram MATCH and how deep to
-    cut it) makes the hits that index's best rows, with a ``tie_cut`` flag (``_BIGRAM_TOP_CTE``)."""
+    cut it) makes the hits that index's best rows, with a ``tie_cut`` flag (``_BIGRAM_TOP_CTE``);
+    ``hide`` drops rewound rows (``_REWOUND``)."""
     params: list[Any] = [*top] if top else []
     params += hits.params
     where = ""
@@ -404,6 +427,10 @@ def page_statement(hits: Sql, tree: Node, layout: SearchLayout, order: str, filt
         for value in (filters.sources, filters.excluded or None, filters.roles or None):
             encoded = None if value is None else json.dumps(value)
             params += [encoded, encoded]
+        if hide:
+            where += "\n    AND NOT " + _REWOUND.format(t="m")
+    elif hide:
+        where = _SHOWN_HITS
     cut = ""
     if order == "rank":
         cut = _RANK_CUT
@@ -420,7 +447,8 @@ def page_statement(hits: Sql, tree: Node, layout: SearchLayout, order: str, filt
     inner, outer = _ORDERS[order]
     sql = _PAGE.format(top=_BIGRAM_TOP_CTE if top else "", hits=hits.text, filters=where,
                        cut=cut, inner_order=inner, outer_order=outer, snippet=snippet,
-                       tie_cut=_TIE_CUT if top else "0",
+                       tie_cut=(_TIE_CUT.format(shown=_SHOWN_TOP if hide else "") if top
+                                else "0"),
                        ctx_self=_CONTEXT_TEXT.format(t="m"), ctx_p=_CONTEXT_TEXT.format(t="p"),
                        ctx_n=_CONTEXT_TEXT.format(t="n"))
     return Sql(sql, params)

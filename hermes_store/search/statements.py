@@ -54,6 +54,7 @@ _CONTEXT = sqlite.page_columns("id", "role", "ctx_self", "prev_id", "prev_role",
 _TIE_CUT = sqlite.page_columns("tie_cut")
 _TOP_HIT = sqlite.top_columns("id", "rank", "snippet")
 _TOP_RANK = sqlite.top_columns("rank")
+_TOP_ID = sqlite.top_columns("id")
 
 
 def _fetch(conn: Connection, statement: Sql) -> list[Any]:
@@ -162,9 +163,9 @@ def _hit(row: Row, terms: list[str], known: dict[int, str]) -> dict[str, Any]:
 
 def _page(conn: Connection, hits: Sql, tree: Node, layout: SearchLayout, order: str,
           filters: Filters, limit: int, offset: int,
-          top: tuple[str, int] | None = None) -> list[Row]:
+          top: tuple[str, int] | None = None, hide: bool = False) -> list[Row]:
     return _fetch(conn, sqlite.page_statement(hits, tree, layout, order, filters, limit, offset,
-                                              top))
+                                              top, hide))
 
 
 def _normalize_sort(sort: object) -> str | None:
@@ -177,9 +178,11 @@ def search_messages(db: Session | Connection, query: str | None, *,
                     source_filter: Sequence[str] | None = None,
                     exclude_sources: Sequence[str] | None = None,
                     role_filter: Sequence[str] | None = None, limit: int = 20, offset: int = 0,
-                    sort: str | None = None) -> list[dict[str, Any]]:
+                    sort: str | None = None,
+                    include_inactive: bool = False) -> list[dict[str, Any]]:
     """Search messages (docs/search.md): a list of hit dicts, best or newest first; never raises
-    for any query text. ``limit``/``offset`` below 0 raise ``ValueError``."""
+    for any query text. ``limit``/``offset`` below 0 raise ``ValueError``. Rewound rows are
+    hidden unless ``include_inactive`` (compacted ones stay findable)."""
     if int(limit) < 0 or int(offset) < 0:
         raise ValueError(f"limit and offset must be >= 0 (got limit={limit}, offset={offset})")
     sources = _normalize_list(source_filter)
@@ -192,7 +195,8 @@ def search_messages(db: Session | Connection, query: str | None, *,
     try:
         return _search(conn, tree, Filters(sources, _normalize_list(exclude_sources),
                                            _normalize_list(role_filter)),
-                       int(limit), int(offset), _normalize_sort(sort))
+                       int(limit), int(offset), _normalize_sort(sort),
+                       hide=not include_inactive)
     except (sqlite3.OperationalError, exc.OperationalError) as err:
         if not sqlite.is_match_error(err):
             raise
@@ -200,25 +204,33 @@ def search_messages(db: Session | Connection, query: str | None, *,
         return []
 
 
-def _top_rows(conn: Connection, top: Sql, wanted: int) -> list[Row]:
-    """The best ``wanted`` rows of a ranked part, plus every row tied with the last of them
-    (so the timestamp tie-break of the final order stays exact)."""
+def _top_rows(conn: Connection, top: Sql, wanted: int, hide: bool = False) -> list[Row]:
+    """The best ``wanted`` shown rows of a ranked part, plus every row tied with the last of
+    them (so the timestamp tie-break of the final order stays exact); hidden rows among them
+    are dropped later, by the page."""
     fetch = wanted + TIE_SLACK
     while True:
         rows = _fetch(conn, Sql(top.text, [*top.params, fetch]))
-        if len(rows) < fetch or _TOP_RANK(rows[-1]) != _TOP_RANK(rows[wanted - 1]):
+        if len(rows) < fetch:
+            return rows
+        shown = rows
+        if hide:
+            hidden = {row_id for (row_id,) in
+                      _fetch(conn, sqlite.hidden_of([_TOP_ID(r) for r in rows]))}
+            shown = [r for r in rows if _TOP_ID(r) not in hidden]
+        if len(shown) >= wanted and _TOP_RANK(rows[-1]) != _TOP_RANK(shown[wanted - 1]):
             return rows
         fetch *= 2
 
 
 def _top_candidates(conn: Connection, parts: list[Sql], wanted: int,
-                    extra: list[Sql]) -> tuple[Sql, dict[int, str]]:
+                    extra: list[Sql], hide: bool = False) -> tuple[Sql, dict[int, str]]:
     """Best ``wanted`` hits of each ranked part, merged (each part's best rows hold every row of
     the merged best ``wanted``), with the snippets FTS5 made on the way, plus ``extra``."""
     best: dict[int, tuple[float, str]] = {}
     snippets: dict[int, str] = {}
     for part in parts:
-        for row in _top_rows(conn, part, wanted):
+        for row in _top_rows(conn, part, wanted, hide):
             row_id, rank, snippet = _TOP_HIT(row)
             if row_id not in best or rank < best[row_id][0]:
                 best[row_id] = (rank, "done" if snippet else "text")
@@ -228,7 +240,7 @@ def _top_candidates(conn: Connection, parts: list[Sql], wanted: int,
 
 
 def _search(conn: Connection, tree: Node, filters: Filters, limit: int, offset: int,
-            sort: str | None) -> list[dict[str, Any]]:
+            sort: str | None, hide: bool = False) -> list[dict[str, Any]]:
     layout = catalog.search_layout(conn)
     plan = _plan(tree, layout, filters.sources, filters.roles)
     route = plan.single_route
@@ -239,10 +251,11 @@ def _search(conn: Connection, tree: Node, filters: Filters, limit: int, offset: 
         if ranked and sort is None and not filters.any:
             shortcut = sqlite.top_parts(route, tree, layout)
             if shortcut is not None and route == "bigram":
-                return _results(_bigram_page(conn, tree, layout, shortcut[1], limit, offset),
-                                tree, {})
+                return _results(_bigram_page(conn, tree, layout, shortcut[1], limit, offset,
+                                             hide), tree, {})
             if shortcut is not None:
-                hits, known = _top_candidates(conn, shortcut[0], offset + limit, shortcut[1])
+                hits, known = _top_candidates(conn, shortcut[0], offset + limit, shortcut[1],
+                                              hide)
         if hits is None:
             hits = sqlite.route_hits(route, tree, layout, filters.sources)
     else:
@@ -253,18 +266,23 @@ def _search(conn: Connection, tree: Node, filters: Filters, limit: int, offset: 
         hits = sqlite.id_list_hits(ids)
         ranked = False
     order = sort or ("rank" if ranked else "newest")
-    return _results(_page(conn, hits, tree, layout, order, filters, limit, offset), tree, known)
+    return _results(_page(conn, hits, tree, layout, order, filters, limit, offset, hide=hide),
+                    tree, known)
 
 
 def _bigram_page(conn: Connection, tree: Node, layout: SearchLayout, extra: list[Sql],
-                 limit: int, offset: int) -> list[Row]:
+                 limit: int, offset: int, hide: bool = False) -> list[Row]:
     """The ranked page of a bigram-only query in one statement, cut deeper while ties demand."""
     match, fetch = sqlite.bigram_match(tree), offset + limit + TIE_SLACK
     hits = sqlite.top_hits(extra)
     while True:
         page = _page(conn, hits, tree, layout, "rank", Filters(), limit, offset,
-                     top=(match, fetch))
-        if not page or not _TIE_CUT(page[0]):
+                     top=(match, fetch), hide=hide)
+        if page and not _TIE_CUT(page[0]):
+            return page
+        # An empty page carries no flag: deeper only while the cut was full (hidden rows).
+        if not page and (not hide
+                         or len(_fetch(conn, sqlite.bigram_top(match, fetch))) < fetch):
             return page
         fetch *= 2
 

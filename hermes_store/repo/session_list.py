@@ -1,0 +1,282 @@
+"""The v21 session list (docs/v21.md#behaviour-changes, docs/v21.md#parameters): which sessions
+a listing shows, the filters it takes, the id and title needles, its order and the projection of
+a compressed conversation onto its tip; and the count that matches its pages.
+
+* **Visibility**: roots (no parent, or a parent row that is gone) and branch children, minus
+  any row carrying ``_delegate_from`` (subagents, orphaned ones included).
+* **Projection** walks by the compression tip step (:mod:`hermes_store.repo.compression`): the
+  row shows its tip, keeping the root's ``started_at`` and ``archived``.
+* **Activity** (``order_by_last_active``) is the newest over the row and its continuation
+  chain, computed before ``LIMIT``.
+
+The v11 listing the command line shows (``listing.list_sessions_rich``) keeps its own rules.
+Functions take a caller-owned ``Connection`` and never commit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import (
+    CTE,
+    ColumnElement,
+    Select,
+    Text,
+    and_,
+    column,
+    exists,
+    func,
+    literal,
+    literal_column,
+    or_,
+    select,
+)
+
+from hermes_store.db.models import ChatSession
+from hermes_store.repo import compression, lineage, listing, markers
+from hermes_store.repo.filters import cwd_prefix_clause
+from hermes_store.repo.sessions import Executor, full_row
+
+sessions = ChatSession.__table__
+
+# A projected row shows where its conversation is now.
+TIP_COLUMNS = (*listing.TIP_COLUMNS, "cwd", "git_branch", "git_repo_root")
+COMPACT_OMITS = "system_prompt"
+# What a title's compact form drops, and what a needle's drops (docs/v21.md#parameters).
+_TITLE_PUNCTUATION = ("-", "_", ".", " ")
+_NON_WORD = re.compile(r"[\W_]+")
+# Built once (an alias of the wide sessions table is slow to build; see compression.py).
+_VIS_PARENT = sessions.alias("vis_parent")
+_NEEDLE_SEED, _NEEDLE_PARENT = sessions.alias("idq_seed"), sessions.alias("idq_parent")
+_NEEDLE_SEG = sessions.alias("idq_seg")
+
+
+# --------------------------------------------------------------------------- clauses
+
+
+def visible_clause(table: Any = sessions) -> ColumnElement[bool]:
+    """Roots (no parent, or a parent row that is gone) and branch children (``_branched_from``,
+    or started at or after a parent's ``'branched'`` end), minus any ``_delegate_from`` row."""
+    parent = _VIS_PARENT
+    parent_gone = ~exists(select(parent.c.id).where(parent.c.id == table.c.parent_session_id))
+    branched_parent = exists(select(parent.c.id).where(
+        parent.c.id == table.c.parent_session_id, parent.c.end_reason == compression.BRANCHED,
+        parent.c.ended_at.is_not(None), table.c.started_at >= parent.c.ended_at))
+    return and_(
+        or_(table.c.parent_session_id.is_(None), parent_gone,
+            markers.carries_clause(table.c.model_config, markers.BRANCHED_FROM),
+            branched_parent),
+        ~markers.carries_clause(table.c.model_config, markers.DELEGATE_FROM))
+
+
+def archived_clause(*, include_archived: bool = False,
+                    archived_only: bool = False) -> ColumnElement[bool] | None:
+    flag = func.coalesce(sessions.c.archived, 0)
+    if archived_only:
+        return flag != 0
+    return None if include_archived else flag == 0
+
+
+@dataclass(frozen=True)
+class Filters:
+    """The list's filters (docs/v21.md#parameters), shared by the list and its count."""
+
+    source: str | None = None
+    exclude_sources: Sequence[str] | None = None
+    cwd_prefix: str | None = None
+    min_message_count: int = 0
+    include_archived: bool = False
+    archived_only: bool = False
+    visible_only: bool = True
+
+    def clauses(self) -> list[ColumnElement[bool]]:
+        found: list[ColumnElement[bool]] = []
+        if self.source is not None:
+            found.append(sessions.c.source == self.source)
+        if self.exclude_sources:
+            found.append(func.coalesce(sessions.c.source, "").not_in(list(self.exclude_sources)))
+        if self.cwd_prefix:
+            found.append(cwd_prefix_clause(self.cwd_prefix))
+        if self.min_message_count > 0:
+            found.append(func.coalesce(sessions.c.message_count, 0) >= self.min_message_count)
+        archived = archived_clause(include_archived=self.include_archived,
+                                   archived_only=self.archived_only)
+        if archived is not None:
+            found.append(archived)
+        if self.visible_only:
+            found.append(visible_clause())
+        return found
+
+
+# --------------------------------------------------------------------------- needles
+
+
+def _lower(column: Any) -> ColumnElement:
+    return func.lower(column, type_=Text)
+
+
+def id_matches(needle: str) -> Callable[[Any], ColumnElement[bool]]:
+    """A segment whose id contains the (lower-cased) needle, literally."""
+    return lambda seg: _lower(seg.c.id).contains(needle, autoescape=True)
+
+
+def compact_title(title: Any) -> ColumnElement:
+    for mark in _TITLE_PUNCTUATION:
+        title = func.replace(title, mark, "")
+    return _lower(title)
+
+
+def search_matches(needle: str) -> Callable[[Any], ColumnElement[bool]]:
+    """A segment whose id or title contains the needle, or whose title without ``-``, ``_``,
+    ``.`` and spaces contains the needle without non-word characters (``an94`` finds
+    ``AN-94``)."""
+    compact = _NON_WORD.sub("", needle)
+
+    def matches(seg: Any) -> ColumnElement[bool]:
+        title = func.coalesce(seg.c.title, "")
+        found = [_lower(seg.c.id).contains(needle, autoescape=True),
+                 _lower(title).contains(needle, autoescape=True)]
+        if compact:
+            found.append(compact_title(title).contains(compact, autoescape=True))
+        return or_(*found)
+
+    return matches
+
+
+def needle_anchors(matches: Callable[[Any], ColumnElement[bool]], *,
+                   where: Sequence[ColumnElement[bool]] = ()) -> Select:
+    """Ids of the rows passing ``where`` whose continuation chain may hold a matching segment:
+    the matching segments and the continuation ancestors a chain could reach them from.
+    Seeding the walk with these makes its cost follow the matches, not the store."""
+    seed = _NEEDLE_SEED
+    up = (select(seed.c.id, seed.c.parent_session_id, seed.c.model_config, seed.c.source,
+                 literal(0).label("depth"))
+          .where(matches(seed)).cte("idq_up", recursive=True))
+    parent = _NEEDLE_PARENT
+    up = up.union_all(
+        select(parent.c.id, parent.c.parent_session_id, parent.c.model_config, parent.c.source,
+               up.c.depth + 1)
+        .join_from(up, parent, parent.c.id == up.c.parent_session_id)
+        .where(parent.c.end_reason == compression.COMPRESSION, compression.may_continue(up),
+               up.c.depth < compression.MAX_TIP_STEPS))
+    return select(sessions.c.id).where(sessions.c.id.in_(select(up.c.id)), *where)
+
+
+def needle_roots(chain: CTE, matches: Callable[[Any], ColumnElement[bool]]) -> Select:
+    """The anchors of ``chain`` (:func:`compression.chain_map`) holding a matching segment."""
+    seg = _NEEDLE_SEG
+    return (select(chain.c.root_id).join_from(chain, seg, seg.c.id == chain.c.id)
+            .where(matches(seg)).distinct())
+
+
+def id_query_anchors(needle: str, *, where: Any = None) -> Select:
+    """:func:`needle_anchors` for an id needle, over visible rows (and ``where``)."""
+    return needle_anchors(id_matches(needle),
+                          where=[visible_clause(), *([where] if where is not None else [])])
+
+
+def id_query_roots(chain: CTE, needle: str) -> Select:
+    return needle_roots(chain, id_matches(needle))
+
+
+# --------------------------------------------------------------------------- order, rows
+
+
+def ordered_by_chain_activity(query: Select, chain: CTE, *, now: float) -> Select:
+    """``query`` (over ``sessions``) ordered by the newest activity over each row's chain, then
+    ``started_at`` and ``id``, all descending; computed before any ``LIMIT``. A row ``chain``
+    is not anchored at has no continuation: its own activity counts."""
+    act = compression.chain_activity(chain, now=now).subquery("chain_act")
+    chain_active = select(act.c.last_active).where(act.c.root_id == sessions.c.id)
+    newest = func.coalesce(chain_active.scalar_subquery(), compression.activity(sessions, now))
+    return query.order_by(newest.desc(), sessions.c.started_at.desc(), sessions.c.id.desc())
+
+
+def live_columns(conn: Executor, *, compact: bool = False) -> list[Any] | None:
+    """The live table's columns (adopted stores may carry more than the model) less
+    ``system_prompt`` for compact rows; None means every column (``*``)."""
+    if not compact:
+        return None
+    names = conn.execute(select(literal_column("*")).select_from(sessions).limit(0)).keys()
+    return [column(name) for name in names if name != COMPACT_OMITS]
+
+
+def row_query(now: float, columns: list[Any] | None = None) -> Select:
+    return select(*(columns if columns is not None else [literal_column("*")]),
+                  listing.preview_source(sessions.c.id).label("preview"),
+                  lineage.last_activity(sessions, now).label("last_active")).select_from(sessions)
+
+
+def finish_row(row: Any, *, compact: bool = False) -> dict[str, Any]:
+    item = full_row(row)
+    item["preview"] = listing.make_preview(item.get("preview"))
+    if compact:
+        item.pop(COMPACT_OMITS, None)
+    return item
+
+
+def project_to_tip(conn: Executor, row: dict[str, Any], *, now: float,
+                   columns: list[Any] | None = None) -> dict[str, Any]:
+    """A compression-ended row shows its tip (by the tip step), keeping the root's
+    ``started_at`` and ``archived``, and gains ``_lineage_root_id``."""
+    if row.get("end_reason") != compression.COMPRESSION:
+        return row
+    tip_id = compression.compression_tip(conn, row["id"], now=now)
+    if tip_id == row["id"]:
+        return row
+    tip = conn.execute(row_query(now, columns).where(sessions.c.id == tip_id)).mappings().first()
+    if tip is None:
+        return row
+    tip_row = finish_row(tip, compact=columns is not None)
+    projected = dict(row)
+    for key in TIP_COLUMNS:
+        if key in tip_row:
+            projected[key] = tip_row[key]
+    projected["_lineage_root_id"] = row["id"]
+    return projected
+
+
+# --------------------------------------------------------------------------- list, count
+
+
+def list_sessions(conn: Executor, filters: Filters, *, now: float, limit: int = 20,
+                  offset: int = 0, project_compression_tips: bool = True,
+                  order_by_last_active: bool = False, id_query: str | None = None,
+                  search_query: str | None = None,
+                  compact_rows: bool = False) -> list[dict[str, Any]]:
+    """``list_sessions_rich`` (docs/v21.md#parameters): session rows plus ``preview`` and
+    ``last_active``; the needles apply only with ``order_by_last_active``."""
+    columns = live_columns(conn, compact=compact_rows)
+    where = filters.clauses()
+    query = row_query(now, columns).where(*where)
+    if order_by_last_active:
+        needles = [id_matches(id_query)] if id_query else []
+        needles += [search_matches(search_query)] if search_query else []
+        if needles:
+            anchors = needle_anchors(lambda seg: or_(*(m(seg) for m in needles)), where=where)
+            chain = compression.chain_map(anchors, now=now)
+            for matches in needles:
+                query = query.where(sessions.c.id.in_(needle_roots(chain, matches)))
+        else:
+            # Only a compression-ended row continues anywhere: the others are their own chain.
+            anchors = select(sessions.c.id).where(
+                *where, sessions.c.end_reason == compression.COMPRESSION)
+            chain = compression.chain_map(anchors, now=now)
+        query = ordered_by_chain_activity(query, chain, now=now)
+    else:
+        query = query.order_by(sessions.c.started_at.desc(), sessions.c.id.desc())
+    rows = [finish_row(r, compact=compact_rows)
+            for r in conn.execute(query.limit(limit).offset(offset)).mappings()]
+    if project_compression_tips and filters.visible_only:
+        rows = [project_to_tip(conn, row, now=now, columns=columns) for row in rows]
+    return rows
+
+
+def count_sessions(conn: Executor, filters: Filters) -> int:
+    """``session_count``: the sessions the list's filters pass (every row is counted; with
+    ``visible_only`` the rows a default list pages through)."""
+    query = select(func.count()).select_from(sessions).where(*filters.clauses())
+    return int(conn.execute(query).scalar() or 0)
