@@ -389,7 +389,6 @@ class SessionDB:
                         role_filter: Sequence[str] | None = None, limit: int = 20,
                         offset: int = 0, sort: str | None = None) -> list[dict[str, Any]]:
         _check_page(limit, offset)
-        self._sqlite_only("search_messages (full-text search on PostgreSQL is not built yet)")
         from hermes_store.search.statements import (
             search_messages,  # imported on use: keeps start-up lean
         )

@@ -122,7 +122,11 @@ _BUMP_COUNTERS = update(sessions).where(sessions.c.id == bindparam("sid")).value
 def append(conn: Executor, message: PreparedMessage) -> int:
     """Insert the row, bump the session's counters and keep the CJK index, all in ``conn``'s
     transaction. An unknown session fails with ``IntegrityError`` (foreign key)."""
-    new_id = conn.execute(_INSERT_MESSAGE, message.row).scalar_one()
+    if bigrams.writes_vector(connection_of(conn)):  # PostgreSQL: the CJK tokens ride along
+        new_id = conn.execute(bigrams.INSERT_PG_MESSAGE,
+                              bigrams.with_vector(message.row)).scalar_one()
+    else:
+        new_id = conn.execute(_INSERT_MESSAGE, message.row).scalar_one()
     conn.execute(_BUMP_COUNTERS, {"sid": message.row["session_id"], "rows": 1,
                                   "delta": message.tool_call_delta})
     bigrams.sync_messages(connection_of(conn), [new_id])
@@ -148,13 +152,17 @@ def append_many(conn: Executor, batch: Sequence[PreparedMessage], *, into: Table
         start = _next_id(db, into)
         for n, r in enumerate(rows):
             r["id"] = start + n
+    target: Any = into
+    if bigrams.writes_vector(db, into):
+        target = bigrams.PG_MESSAGES if into is messages else into
+        rows = [bigrams.with_vector(r) for r in rows]
     # executemany needs one key set per statement: group rows by their keys, ids fix the order.
     groups: dict[frozenset[str], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault(frozenset(r), []).append(r)
     for group in groups.values():
         for i in range(0, len(group), _BATCH):
-            db.execute(insert(into), group[i:i + _BATCH])
+            db.execute(insert(target), group[i:i + _BATCH])
     bumps: dict[str, list[int]] = {}
     for r, m in zip(rows, batch):
         bump = bumps.setdefault(r["session_id"], [0, 0])
