@@ -314,7 +314,7 @@ PG_SCOPE_TEXT = "(hermes_search_text({t}.content) || E'\\n' || COALESCE({t}.tool
 PG_STATEMENTS: tuple[tuple[str, str], ...] = (
     ("extension", "CREATE EXTENSION IF NOT EXISTS pg_trgm"),
     ("extension", "CREATE EXTENSION IF NOT EXISTS unaccent"),
-    ("config", f"CREATE TEXT SEARCH CONFIGURATION {PG_SEARCH_CONFIG} (COPY = pg_catalog.simple)"),
+    ("config", f"CREATE TEXT SEARCH CONFIGURATION {PG_SEARCH_CONFIG} (COPY = simple)"),
     ("config", f"""ALTER TEXT SEARCH CONFIGURATION {PG_SEARCH_CONFIG}
     ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part
     WITH unaccent, simple"""),
@@ -347,7 +347,8 @@ BEGIN
         FROM jsonb_array_elements(doc) WITH ORDINALITY AS t(e, n)), '');
 END
 $$"""),
-    (PG_WORD_COLUMN, f"""ALTER TABLE messages ADD COLUMN {PG_WORD_COLUMN} tsvector GENERATED ALWAYS AS (
+    (PG_WORD_COLUMN, f"ALTER TABLE messages ADD COLUMN {PG_WORD_COLUMN} tsvector "
+     f"""GENERATED ALWAYS AS (
     to_tsvector('hermes_search'::regconfig, left(CASE WHEN role = 'tool'
         THEN left(hermes_search_text(content), 8192)
         ELSE hermes_search_text(content) END, {PG_WORD_TEXT_CHARS}))

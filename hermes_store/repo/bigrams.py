@@ -21,11 +21,10 @@ from __future__ import annotations
 import json
 import re
 import sys
+import unicodedata
 from array import array
 from collections.abc import Iterable, Sequence
 from itertools import accumulate
-
-import unicodedata
 
 from sqlalchemy import Connection, Table, column, insert, table
 
@@ -253,9 +252,11 @@ def cjk_vector(text: str | None, tool_name: str | None, tool_calls: str | None) 
     """
     side = side_row(text[:PG_TEXT_CHARS] if text else text, tool_name,
                     tool_calls[:PG_CALLS_CHARS] if tool_calls else tool_calls)
-    if side is None:
-        return ""
-    derived, calls = side
+    return "" if side is None else bigram_vector(*side)
+
+
+def bigram_vector(derived: str, calls: str | None) -> str:
+    """The tsvector literal of derived bigram text (weight A) and tool-call JSON (weight B)."""
     found: dict[tuple[str, str], list[int]] = {}
     position = 0
     for weight, source in (("A", derived), ("B", calls or "")):

@@ -1,4 +1,4 @@
-"""PostgreSQL's statements for a message search (docs/search.md, docs/postgresql-search.md): the
+"""PostgreSQL's statements for a message search (docs/search.md#postgresql): the
 same routes, hit lists and page as ``search.sqlite``, over revision 0018's indexes.
 
 * word route: ``messages.search_words @@ to_tsquery('hermes_search', …)`` with every term a
@@ -167,7 +167,7 @@ def bigram_query(tree: Node) -> str:
     return _render(tree, _bigram_leaf, " & ", " | ", "{} & !{}")
 
 
-def _like(tree: Node, columns: Sequence[str]) -> tuple[str, list[str]]:
+def like_condition(tree: Node, columns: Sequence[str]) -> tuple[str, list[str]]:
     params: list[str] = []
     term_sql = "(" + " OR ".join(f"{col} ILIKE %s ESCAPE '\\'" for col in columns) + ")"
 
@@ -182,7 +182,7 @@ def _like(tree: Node, columns: Sequence[str]) -> tuple[str, list[str]]:
 
 def _like_part(template: str, tree: Node, columns: Sequence[str],
                leading: Sequence[Any] = ()) -> Sql:
-    like, params = _like(tree, columns)
+    like, params = like_condition(tree, columns)
     return Sql(template.format(like=like), [*leading, *params])
 
 

@@ -1,7 +1,7 @@
 """PostgreSQL's search indexes: the word, substring and CJK indexes of SQLite, without triggers.
 
 The same three indexes as the FTS5 layout (revisions 0014–0016), over the same text
-(docs/search.md, docs/postgresql-search.md):
+(docs/search.md#postgresql):
 
 * ``hermes_search_text(content)`` is the text the SQLite view ``messages_search_text`` reads:
   plain content as is, multimodal content (the escaped NUL marker plus JSON) by its text parts,
@@ -35,7 +35,7 @@ depends_on = None
 STATEMENTS = [
     "CREATE EXTENSION IF NOT EXISTS pg_trgm",
     "CREATE EXTENSION IF NOT EXISTS unaccent",
-    """CREATE TEXT SEARCH CONFIGURATION hermes_search (COPY = pg_catalog.simple)""",
+    """CREATE TEXT SEARCH CONFIGURATION hermes_search (COPY = simple)""",
     """ALTER TEXT SEARCH CONFIGURATION hermes_search
     ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part
     WITH unaccent, simple""",
