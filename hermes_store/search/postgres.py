@@ -177,7 +177,8 @@ def like_condition(tree: Node, columns: Sequence[str]) -> tuple[str, list[str]]:
 
     # NULL columns make ILIKE NULL; "NOT NULL" must not drop rows that lack the term.
     sql = _render(tree, leaf, " AND ", " OR ", "{} AND NOT COALESCE({}, false)")
-    return f"({sql}) IS TRUE", params
+    # Bare, not "IS TRUE" (SQLite's re-prepare guard): a wrapped ILIKE cannot use pg_trgm.
+    return f"({sql})", params
 
 
 def _like_part(template: str, tree: Node, columns: Sequence[str],
