@@ -14,7 +14,8 @@ import random
 import sqlite3
 import string
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -785,3 +786,104 @@ def test_snippet_never_shows_the_multimodal_sentinel() -> None:
     snippet = snippet_from_text([content], ["chart"])
     assert snippet == "see the >>>chart<<<"
     assert "json" not in snippet_from_text([content], ["zzz"])
+
+
+# --------------------------------------------------------------------------------------------
+# the same judgements on PostgreSQL (revision 0018): tsquery and the bigram tsvector column
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pg_query_db(pg_server) -> Iterator[object]:
+    """A database at head with the bigram documents and the VOCAB rows in temporary tables,
+    their tsvectors built exactly as the store builds them."""
+    import psycopg
+
+    from hermes_store.repo.bigrams import bigram_vector
+
+    url = pg_server.head_database()
+    conn = psycopg.connect(url, autocommit=True)
+    conn.execute("CREATE TABLE big (id int PRIMARY KEY, content text, v tsvector)")
+    for doc_id, text in BIGRAM_DOCS.items():
+        conn.execute("INSERT INTO big VALUES (%s, %s, %s::tsvector)",
+                     (doc_id, text, bigram_vector(cjk_bigram_text(text), None)))
+    conn.execute("CREATE TABLE m (id int PRIMARY KEY, content text, tool_name text, w tsvector)")
+    for mask in range(1 << len(VOCAB)):
+        words = [w for i, w in enumerate(VOCAB) if mask >> i & 1]
+        conn.execute("INSERT INTO m VALUES (%s, %s, %s, to_tsvector('hermes_search', "
+                     "COALESCE(%s, '')) || to_tsvector('hermes_search', COALESCE(%s, '')))",
+                     (mask + 1, " ".join(words[::2]) or None, " ".join(words[1::2]) or None,
+                      " ".join(words[::2]) or None, " ".join(words[1::2]) or None))
+    yield conn
+    conn.close()
+    pg_server.drop(url)
+
+
+def _pg_ids(conn: object, sql: str, params: Sequence[object]) -> set[int]:
+    return {row[0] for row in conn.execute(sql, params)}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("query", "found"),
+    [("记忆断裂", {1}), ("通信", {4, 8}), ("안녕", {5}), ("裂", {1, 2}), ("youer", {3}),
+     ("修改youer", {3}), ("A2A通", {4}), ("Agent通信", {8}), ("100%完成", {6, 7}),
+     ("docker", {9})],
+)
+def test_bigram_tsquery_finds_the_documented_rows_on_postgresql(
+    pg_query_db: object, query: str, found: set[int]
+) -> None:
+    """The same rows as the FTS5 bigram index (before the literal check, which is SQL's)."""
+    from hermes_store.search.postgres import bigram_query
+
+    tree = build_tree(parse_query(sanitize_query(query)))
+    assert tree is not None
+    assert _pg_ids(pg_query_db, "SELECT id FROM big WHERE v @@ %s::tsquery",
+                   (bigram_query(tree),)) == found
+
+
+@settings(max_examples=min(EXAMPLES, 200), deadline=None)
+@given(st.lists(st.sampled_from([*VOCAB, AND, OR, NOT]), min_size=1, max_size=9).map(" ".join))
+def test_tree_tsquery_agrees_with_like_on_postgresql(pg_query_db: object, query: str) -> None:
+    """to_tsquery of the whole tree means what the per-term sets and LIKE mean (as in FTS5)."""
+    from hermes_store.search.postgres import like_condition, word_query
+
+    tree = build_tree(parse_query(sanitize_query(query)))
+    if tree is None:
+        return
+    conn = pg_query_db
+    whole = _pg_ids(conn, "SELECT id FROM m WHERE w @@ to_tsquery('hermes_search', %s)",
+                    (word_query(tree),))
+    per_term = evaluate_tree(tree, lambda t: _pg_ids(
+        conn, "SELECT id FROM m WHERE w @@ to_tsquery('hermes_search', %s)", (word_query(t),)))
+    where, params = like_condition(tree, ["content", "tool_name"])
+    like = _pg_ids(conn, "SELECT id FROM m WHERE " + where, params)
+    assert whole == per_term == like
+
+
+@settings(max_examples=min(EXAMPLES, 300), deadline=None)
+@given(QUERIES)
+def test_rendered_trees_are_valid_tsqueries_on_postgresql(pg_query_db: object, raw: str) -> None:
+    from hermes_store.search.postgres import bigram_query, word_query
+
+    tree = build_tree(parse_query(sanitize_query(raw)))
+    if tree is None:
+        return
+    conn: Any = pg_query_db
+    conn.execute("SELECT count(*) FROM m WHERE w @@ to_tsquery('hermes_search', %s)",
+                 (word_query(tree),)).fetchone()
+    conn.execute("SELECT count(*) FROM big WHERE v @@ %s::tsquery",
+                 (bigram_query(tree),)).fetchone()
+
+
+def test_postgresql_search_ddl_is_the_revisions() -> None:
+    """db/derived.py's live copy of revision 0018 says exactly what the revision runs."""
+    import importlib.util
+    from pathlib import Path
+
+    from hermes_store.db.derived import PG_STATEMENTS
+
+    path = Path(__file__).parents[1] / "migrations" / "versions" / "0018_pg_search_indexes.py"
+    spec = importlib.util.spec_from_file_location("rev0018", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    assert module.STATEMENTS == [sql for _, sql in PG_STATEMENTS]

@@ -183,11 +183,12 @@ def test_what_needs_a_file_says_so_plainly(pg_store: str) -> None:
             assert err.value.exit_code == 2
 
 
-def test_search_on_a_server_store_says_it_is_not_built_yet(pg_store: str) -> None:
+def test_search_on_a_server_store_finds_what_was_appended(pg_store: str) -> None:
     with SessionDB(pg_store) as db:
         db.create_session("s1", "cli")
-        with pytest.raises(NotImplementedError, match="search"):
-            db.search_messages("hello")
+        db.append_message("s1", "user", "hello 世界 again")
+        assert [h["snippet"] for h in db.search_messages("hello")] == [">>>hello<<< 世界 again"]
+        assert len(db.search_messages("世")) == 1
 
 
 def test_vacuum_on_a_server_store_is_vacuum_analyze(pg_store: str) -> None:

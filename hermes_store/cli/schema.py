@@ -130,11 +130,24 @@ def check(obj: Ctx) -> None:
     ok = st.at_head and not drift
     human = "ok: at head, no drift" if ok else (
         f"not current: {st.describe()}" + "".join(f"\n  drift: {d}" for d in drift))
+    warnings = _locale_warnings(obj) if st.state != "missing" else []
+    human += "".join(f"\nwarning: {w}" for w in warnings)
     obj.emit("check", {"path": str(obj.db), "state": st.state, "at_head": st.at_head,
-                       "drift": drift, "ok_schema": ok}, human)
+                       "drift": drift, "ok_schema": ok, "warnings": warnings}, human)
     if not ok:
         sys.exit(1)
 
+
+
+def _locale_warnings(obj: Ctx) -> list[str]:
+    from hermes_store.db.engine import open_engine, reading
+    from hermes_store.ops import stats
+
+    with reading(open_engine(obj.db, readonly=True)) as conn:
+        found = stats.trigram_locale(conn)
+    if found is None or found.status != "warn":
+        return []
+    return [f"{found.detail} ({found.fix})" if found.fix else found.detail]
 
 
 # --------------------------------------------------------------------------- drift, in words

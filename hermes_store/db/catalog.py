@@ -151,6 +151,16 @@ SELECT (SELECT json_group_array(name) FROM sqlite_master
        EXISTS (SELECT 1 FROM state_meta WHERE key = 'fts_rebuild_high_water')"""
 
 
+# PostgreSQL (revision 0018): the word and CJK tsvector columns and the trigram index. A
+# PostgreSQL store never has a backfill window or retired indexes.
+_PG_LAYOUT = """
+SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('messages')
+               AND attname = 'search_words' AND NOT attisdropped),
+       to_regclass('idx_messages_search_trgm') IS NOT NULL,
+       EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('messages')
+               AND attname = 'search_cjk' AND NOT attisdropped)"""
+
+
 def search_layout(conn: Connection) -> SearchLayout:
     """The search indexes present and the backfill window, read with the fewest statements.
 
@@ -158,6 +168,12 @@ def search_layout(conn: Connection) -> SearchLayout:
     SQLAlchemy's per-statement machinery would cost as much as the statement.
     """
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    if _server(conn):
+        try:
+            word, trigram, bigram = cursor.execute(_PG_LAYOUT).fetchone()
+        finally:
+            cursor.close()
+        return SearchLayout(bool(word), bool(trigram), bool(bigram), False, False, None)
     try:
         names_json, recorded = cursor.execute(_LAYOUT).fetchone()
     finally:
@@ -190,6 +206,28 @@ def in_backfill_window(row_id: str) -> str:
     statements that must leave those rows to the backfill, read where they run."""
     return (f"EXISTS (SELECT 1 FROM {BACKFILL_WINDOW_VIEW} "
             f"WHERE {row_id} > lo AND {row_id} <= hi)")
+
+
+# --------------------------------------------------------------------------- PostgreSQL: locale
+
+# pg_trgm takes only characters the database's LC_CTYPE calls alphanumeric into its trigrams;
+# under C/POSIX that is ASCII alone, so CJK text gives no trigram and substring search on it
+# finds nothing through the index.
+_CTYPE = "SELECT datctype FROM pg_database WHERE datname = current_database()"
+_BLIND_CTYPES = ("c", "posix")
+
+
+def database_ctype(conn: Connection) -> str | None:
+    """The LC_CTYPE of a PostgreSQL database (``None`` on SQLite)."""
+    if not _server(conn):
+        return None
+    rows = _rows(conn, _CTYPE)
+    return str(rows[0][0]) if rows else None
+
+
+def trigram_blind_to_cjk(ctype: str | None) -> bool:
+    """True when ``ctype`` (a database's LC_CTYPE) makes pg_trgm ignore CJK characters."""
+    return ctype is not None and ctype.strip().lower() in _BLIND_CTYPES
 
 
 # --------------------------------------------------------------------------- SQLite: FTS5 tables

@@ -291,3 +291,76 @@ def recreate_missing(conn: Connection) -> list[str]:
             conn.exec_driver_sql(obj.sql)
             created.append(obj.name)
     return created
+
+
+# --------------------------------------------------------------- PostgreSQL search layout (0018)
+
+# The configuration of the word index: ``simple`` (no stemming) with diacritics folded, as
+# FTS5's unicode61 reads text.
+PG_SEARCH_CONFIG = "hermes_search"
+PG_WORD_COLUMN = "search_words"
+PG_CJK_COLUMN = "search_cjk"
+PG_WORD_INDEX = "idx_messages_search_words"
+PG_TRIGRAM_INDEX = "idx_messages_search_trgm"
+PG_CJK_INDEX = "idx_messages_search_cjk"
+PG_PENDING_INDEX = "idx_messages_search_pending"
+# to_tsvector refuses a result above 1 MB of lexemes: the inputs are cut so that even text of
+# 4-byte characters stays below it (200,000 + 1,000 + 40,000 characters).
+PG_WORD_TEXT_CHARS = 200_000
+# The expression the trigram index covers (and the substring route compares): the text, then the
+# tool name, on lines of their own so a term never spans the two.
+PG_SCOPE_TEXT = "(hermes_search_text({t}.content) || E'\\n' || COALESCE({t}.tool_name, ''))"
+
+PG_STATEMENTS: tuple[tuple[str, str], ...] = (
+    ("extension", "CREATE EXTENSION IF NOT EXISTS pg_trgm"),
+    ("extension", "CREATE EXTENSION IF NOT EXISTS unaccent"),
+    ("config", f"CREATE TEXT SEARCH CONFIGURATION {PG_SEARCH_CONFIG} (COPY = simple)"),
+    ("config", f"""ALTER TEXT SEARCH CONFIGURATION {PG_SEARCH_CONFIG}
+    ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part
+    WITH unaccent, simple"""),
+    ("function", """CREATE FUNCTION hermes_search_text(content text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    doc jsonb;
+BEGIN
+    IF content IS NULL THEN
+        RETURN '';
+    END IF;
+    IF left(content, 7) IS DISTINCT FROM U&'\\FFFF' || '0json:' THEN
+        RETURN content;
+    END IF;
+    BEGIN
+        doc := substr(content, 8)::jsonb;
+    EXCEPTION WHEN others THEN
+        RETURN '';
+    END;
+    IF jsonb_typeof(doc) <> 'array' THEN
+        doc := jsonb_build_array(doc);
+    END IF;
+    RETURN COALESCE((
+        SELECT string_agg(CASE
+            WHEN jsonb_typeof(e) = 'string' THEN e #>> '{}'
+            WHEN jsonb_typeof(e) = 'object'
+                 AND COALESCE(e ->> 'type', 'text') IN ('text', 'input_text', 'output_text')
+                 AND jsonb_typeof(e -> 'text') = 'string'
+            THEN e ->> 'text' END, ' ' ORDER BY n)
+        FROM jsonb_array_elements(doc) WITH ORDINALITY AS t(e, n)), '');
+END
+$$"""),
+    (PG_WORD_COLUMN, f"ALTER TABLE messages ADD COLUMN {PG_WORD_COLUMN} tsvector "
+     f"""GENERATED ALWAYS AS (
+    to_tsvector('hermes_search'::regconfig, left(CASE WHEN role = 'tool'
+        THEN left(hermes_search_text(content), 8192)
+        ELSE hermes_search_text(content) END, {PG_WORD_TEXT_CHARS}))
+    || to_tsvector('hermes_search'::regconfig, left(COALESCE(tool_name, ''), 1000))
+    || to_tsvector('hermes_search'::regconfig, left(COALESCE(tool_calls, ''), 40000))
+) STORED"""),
+    (PG_CJK_COLUMN, f"ALTER TABLE messages ADD COLUMN {PG_CJK_COLUMN} tsvector"),
+    (PG_WORD_INDEX, f"CREATE INDEX {PG_WORD_INDEX} ON messages USING gin ({PG_WORD_COLUMN})"),
+    (PG_TRIGRAM_INDEX, f"""CREATE INDEX {PG_TRIGRAM_INDEX} ON messages USING gin (
+    (hermes_search_text(content) || E'\\n' || COALESCE(tool_name, '')) gin_trgm_ops)
+    WHERE role IS DISTINCT FROM 'tool'"""),
+    (PG_CJK_INDEX, f"CREATE INDEX {PG_CJK_INDEX} ON messages USING gin ({PG_CJK_COLUMN})"),
+    (PG_PENDING_INDEX, f"""CREATE INDEX {PG_PENDING_INDEX} ON messages (id)
+    WHERE search_cjk IS NULL AND role IS DISTINCT FROM 'tool'"""),
+)

@@ -94,7 +94,6 @@ def search_messages(db: SessionDB, query: str, source_filter: Sequence[str] | No
     """Search (docs/search.md); rewound rows are hidden unless ``include_inactive``, while
     compacted ones stay findable (docs/v21.md#parameters)."""
     args.page(limit, offset)
-    db._sqlite_only("search_messages (full-text search on PostgreSQL is not built yet)")
     from hermes_store.search.statements import (
         search_messages as search,  # imported on use: keeps start-up lean
     )

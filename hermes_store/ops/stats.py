@@ -418,6 +418,23 @@ def _fts_structure(conn: Connection, table: str) -> Finding:
         conn.exec_driver_sql(_VOCAB_DROP)
 
 
+def trigram_locale(conn: Connection) -> Finding | None:
+    """On PostgreSQL, whether pg_trgm can read CJK text under the database's LC_CTYPE (under
+    C/POSIX it takes no CJK character into a trigram, so the substring index cannot narrow a
+    CJK term and every covered row is read); ``None`` on SQLite."""
+    ctype = catalog.database_ctype(conn)
+    if ctype is None:
+        return None
+    if catalog.trigram_blind_to_cjk(ctype):
+        return Finding(
+            "trigram_locale", "warn",
+            f"the database's LC_CTYPE is {ctype}: pg_trgm sees no CJK character, so substring "
+            "search of Chinese, Japanese and Korean terms reads every message",
+            "create a database with a UTF-8 locale (createdb --template=template0 "
+            "--locale=C.UTF-8 NAME) and copy the store into it")
+    return Finding("trigram_locale", "ok", f"LC_CTYPE {ctype}: pg_trgm reads CJK text")
+
+
 def diagnose(conn: Connection, path: Path, *, full: bool = False,
              holders: list[tuple[int, str]] | None = None,
              sqlite_version: tuple[int, ...] = (0,)) -> DoctorReport:
@@ -428,6 +445,9 @@ def diagnose(conn: Connection, path: Path, *, full: bool = False,
               "legacy_version": st.legacy_version}
     findings.append(Finding("schema", "ok" if st.at_head else "warn", st.describe(),
                             None if st.at_head else "hermes-store upgrade"))
+    locale = trigram_locale(conn)
+    if locale is not None:
+        findings.append(locale)
     findings.append(_integrity(conn, full))
     for table in catalog.fts5_tables(conn):
         findings.append(_fts_structure(conn, table))

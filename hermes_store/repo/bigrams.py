@@ -6,6 +6,14 @@ the ids in ``messages_cjk_pending``, and this derives the bigram text (:func:`cj
 writes ``messages_cjk`` (whose own triggers keep ``messages_fts_cjk`` in step) and clears the ids.
 Rows written by other programs stay pending until :func:`catch_up` runs; search covers them
 meanwhile with a LIKE bounded to the pending ids. Until the index exists it does nothing.
+
+On PostgreSQL (revision 0018) there are no triggers and no side table: the same tokens live in
+the ``messages.search_cjk`` tsvector, written with the row itself (:func:`with_vector`, so an
+append is one INSERT, never an INSERT and an UPDATE of an indexed column). The literal is built
+here (:func:`cjk_vector`), because the text-search parser would drop the private-use end mark;
+tokens are cut and casefolded as unicode61 cuts and folds them, and a query is mapped onto them
+by :func:`tsquery_phrase`. NULL marks a row another program wrote (pending); ``''`` a row the
+library saw that has no CJK character.
 """
 
 from __future__ import annotations
@@ -13,14 +21,17 @@ from __future__ import annotations
 import json
 import re
 import sys
+import unicodedata
 from array import array
 from collections.abc import Iterable, Sequence
 from itertools import accumulate
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Table, column, insert, table
 
+from hermes_store.content import text_of
 from hermes_store.db import catalog
-from hermes_store.db.dialect import has_fts5
+from hermes_store.db.dialect import PG, dialect_name, has_fts5
+from hermes_store.db.models import Message
 
 # Private-use mark closing a CJK run in the bigram text. Private use (Co) is a token character for
 # unicode61, so "端" + mark stays one token that no real text produces.
@@ -124,6 +135,11 @@ def has_index(conn: Connection) -> bool:
     # Cached only once seen: the table never goes away again, while a migration may create it.
     if conn.info.get("hermes_cjk_index"):
         return True
+    if dialect_name(conn) == PG:
+        found = catalog.search_layout(conn).bigram
+        if found:
+            conn.info["hermes_cjk_index"] = True
+        return found
     if not has_fts5(conn):
         return False
     found = catalog.has_table(conn, catalog.CJK_SIDE_TABLE)
@@ -173,9 +189,11 @@ def _sync_one(conn: Connection, row_id: int) -> list[int]:
 
 
 def sync_messages(conn: Connection, ids: Iterable[int]) -> None:
-    """Derive and store the bigram rows of these messages (no-op until the index exists)."""
+    """Derive and store the bigram rows of these messages (no-op until the index exists).
+
+    On PostgreSQL the rows already carry their tokens (:func:`with_vector`): nothing to do."""
     wanted = sorted({int(i) for i in ids})
-    if not wanted or not has_index(conn):
+    if not wanted or dialect_name(conn) == PG or not has_index(conn):
         return
     if len(wanted) == 1:
         extra = _sync_one(conn, wanted[0])
@@ -190,6 +208,8 @@ def catch_up(conn: Connection, limit: int = CATCH_UP_CHUNK) -> int:
     """Index up to ``limit`` pending rows; returns how many were taken off the pending list."""
     if not has_index(conn):
         return 0
+    if dialect_name(conn) == PG:
+        return _pg_catch_up(conn, limit)
     pending = [r[0] for r in conn.exec_driver_sql(_PENDING_IDS, (limit,))]
     if pending:
         _sync(conn, pending)
@@ -197,7 +217,10 @@ def catch_up(conn: Connection, limit: int = CATCH_UP_CHUNK) -> int:
 
 
 def pending_count(conn: Connection) -> int:
-    return int(conn.exec_driver_sql(_PENDING_COUNT).scalar() or 0) if has_index(conn) else 0
+    if not has_index(conn):
+        return 0
+    sql = _PG_PENDING_COUNT if dialect_name(conn) == PG else _PENDING_COUNT
+    return int(conn.exec_driver_sql(sql).scalar() or 0)
 
 
 def index_range(conn: Connection, lo: int, hi: int) -> None:
@@ -205,3 +228,124 @@ def index_range(conn: Connection, lo: int, hi: int) -> None:
     conn.exec_driver_sql(_DELETE_RANGE, (lo, hi))
     _write(conn, conn.exec_driver_sql(_SCOPE_RANGE, (lo, hi)).all())
     conn.exec_driver_sql(_CLEAR_PENDING_RANGE, (lo, hi))
+
+
+# --- PostgreSQL: the tsvector column ------------------------------------------------------------
+
+PG_COLUMN = "search_cjk"
+# The literal stays below tsvector's 1 MB of lexemes even for 4-byte characters (the derived
+# text of 100,000 characters has at most 100,000 distinct two-character pieces).
+PG_TEXT_CHARS = 100_000
+PG_CALLS_CHARS = 20_000
+_MAX_POSITIONS = 256  # what to_tsvector keeps per lexeme
+_MAX_POSITION = 16383
+_MAX_LEXEME_BYTES = 2047
+# unicode61's token characters: letters, numbers, marks, private use (the end mark).
+_TOKEN_RE = re.compile("(?:[^\\W_]|[\ue000-\uf8ff])+")
+
+
+def _fold(token: str) -> str:
+    """Casefolded, diacritics removed (unicode61's ``remove_diacritics``)."""
+    token = token.casefold()
+    if token.isascii():
+        return token
+    stripped = "".join(ch for ch in unicodedata.normalize("NFD", token)
+                       if not unicodedata.combining(ch))
+    return unicodedata.normalize("NFC", stripped)
+
+
+def tokens(text: str) -> list[str]:
+    """The lexemes of ``text`` as the bigram tsvector holds them, in order."""
+    out = []
+    for piece in text.split():
+        for match in _TOKEN_RE.finditer(piece):
+            folded = _fold(match.group())
+            if folded and len(folded.encode()) <= _MAX_LEXEME_BYTES:
+                out.append(folded)
+    return out
+
+
+def _lexeme(token: str) -> str:
+    return "'" + token.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def cjk_vector(text: str | None, tool_name: str | None, tool_calls: str | None) -> str:
+    """The ``search_cjk`` literal of a covered row: ``''`` when it holds no CJK character.
+
+    The derived text (weight A) is what the SQLite side table's ``text`` holds; the tool-call JSON
+    follows as weight B, one position apart, so a phrase never spans the two (a CJK query term
+    asks for weight A, as the SQLite query names the ``text`` column).
+    """
+    side = side_row(text[:PG_TEXT_CHARS] if text else text, tool_name,
+                    tool_calls[:PG_CALLS_CHARS] if tool_calls else tool_calls)
+    return "" if side is None else bigram_vector(*side)
+
+
+def bigram_vector(derived: str, calls: str | None) -> str:
+    """The tsvector literal of derived bigram text (weight A) and tool-call JSON (weight B)."""
+    found: dict[tuple[str, str], list[int]] = {}
+    position = 0
+    for weight, source in (("A", derived), ("B", calls or "")):
+        for token in tokens(source):
+            position += 1
+            spots = found.setdefault((token, weight), [])
+            if len(spots) < _MAX_POSITIONS:
+                spots.append(min(position, _MAX_POSITION))
+        position += 1
+    return " ".join(f"{_lexeme(tok)}:{','.join(map(str, spots))}{weight}"
+                    for (tok, weight), spots in found.items())
+
+
+def tsquery_phrase(text: str, *, prefix: bool = False, weight: str = "") -> str | None:
+    """One term of the bigram column as tsquery text: its lexemes in a row, the last one a
+    prefix when asked (FTS5's ``"a b"*``); ``None`` when the text holds no lexeme."""
+    found = tokens(text)
+    if not found:
+        return None
+    parts = [f"{_lexeme(tok)}:{weight}" if weight else _lexeme(tok) for tok in found]
+    if prefix:
+        parts[-1] = f"{_lexeme(found[-1])}:*{weight}"
+    return parts[0] if len(parts) == 1 else "(" + " <-> ".join(parts) + ")"
+
+
+def row_vector(row: dict[str, object]) -> str | None:
+    """``search_cjk`` of a row about to be inserted: NULL for tool rows (never covered)."""
+    if row.get("role") == "tool":
+        return None
+    return cjk_vector(text_of(row.get("content")), row.get("tool_name"),  # type: ignore[arg-type]
+                      row.get("tool_calls"))  # type: ignore[arg-type]
+
+
+# The model knows nothing of the search columns (autogenerate leaves them alone), so inserts
+# that carry the tokens name the column on a lightweight table of their own.
+PG_MESSAGES = table("messages", *(column(c.name, c.type) for c in Message.__table__.columns),
+                    column(PG_COLUMN))
+INSERT_PG_MESSAGE = insert(PG_MESSAGES).returning(PG_MESSAGES.c.id)
+
+
+def writes_vector(conn: Connection, into: Table | None = None) -> bool:
+    """True when rows inserted into ``into`` (the messages table) must carry ``search_cjk``."""
+    if dialect_name(conn) != PG or not has_index(conn):
+        return False
+    return into is None or into.name == "messages"
+
+
+def with_vector(row: dict[str, object]) -> dict[str, object]:
+    return {**row, PG_COLUMN: row_vector(row)}
+
+
+_PG_PENDING = ("SELECT id, content, role, tool_name, tool_calls FROM messages "
+               "WHERE search_cjk IS NULL AND role IS DISTINCT FROM 'tool' ORDER BY id LIMIT %s")
+_PG_SET = "UPDATE messages SET search_cjk = %s::tsvector WHERE id = %s"
+_PG_PENDING_COUNT = ("SELECT count(*) FROM messages "
+                     "WHERE search_cjk IS NULL AND role IS DISTINCT FROM 'tool'")
+
+
+def _pg_catch_up(conn: Connection, limit: int) -> int:
+    rows = conn.exec_driver_sql(_PG_PENDING, (limit,)).all()
+    values = [(row_vector({"content": content, "role": role, "tool_name": tool_name,
+                           "tool_calls": tool_calls}), row_id)
+              for row_id, content, role, tool_name, tool_calls in rows]
+    if values:
+        conn.exec_driver_sql(_PG_SET, values)
+    return len(values)

@@ -170,7 +170,10 @@ def append(conn: Executor, message: PreparedMessage) -> int:
         finally:
             cursor.close()
     else:
-        new_id = conn.execute(_INSERT_MESSAGE, row).scalar_one()
+        if bigrams.writes_vector(conn):  # PostgreSQL: the CJK tokens ride along
+            new_id = conn.execute(bigrams.INSERT_PG_MESSAGE, bigrams.with_vector(row)).scalar_one()
+        else:
+            new_id = conn.execute(_INSERT_MESSAGE, row).scalar_one()
         conn.execute(_BUMP_COUNTERS, bump)
     bigrams.sync_messages(conn, [new_id])
     return int(new_id)
@@ -196,13 +199,17 @@ def append_many(conn: Executor, batch: Sequence[PreparedMessage], *, into: Table
     else:
         for r, new_id in zip(rows, dialect.next_ids(db, into, len(rows))):
             r["id"] = new_id
+    target: Any = into
+    if bigrams.writes_vector(db, into):
+        target = bigrams.PG_MESSAGES if into is messages else into
+        rows = [bigrams.with_vector(r) for r in rows]
     # executemany needs one key set per statement: group rows by their keys, ids fix the order.
     groups: dict[frozenset[str], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault(frozenset(r), []).append(r)
     for group in groups.values():
         for i in range(0, len(group), _BATCH):
-            db.execute(insert(into), group[i:i + _BATCH])
+            db.execute(insert(target), group[i:i + _BATCH])
     bumps: dict[str, list[int]] = {}
     for r, m in zip(rows, batch):
         bump = bumps.setdefault(r["session_id"], [0, 0])

@@ -14,8 +14,9 @@ index (``messages_cjk_pending``) or inside an open backfill window; the explicit
 (tool bodies, excluded sources) is the one documented exception. Filters, order and paging are
 applied once, in the final query, so they are identical on every route.
 
-The SQL itself is SQLite's, composed in ``search.sqlite``; which indexes the store has is the
-schema catalog's answer (``db.catalog.search_layout``).
+The SQL itself is the dialect's: SQLite's composed in ``search.sqlite``, PostgreSQL's in
+``search.postgres`` (the same functions, chosen once per search by :func:`_statements`); which
+indexes the store has is the schema catalog's answer (``db.catalog.search_layout``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from sqlalchemy.orm import Session
 from hermes_store.content import MULTIMODAL_PREFIX, text_of
 from hermes_store.db import catalog
 from hermes_store.db.catalog import SearchLayout
-from hermes_store.search import language, sqlite
+from hermes_store.search import language, postgres, sqlite
 from hermes_store.search.language import Node, Term
 from hermes_store.search.snippets import snippet_from_text
 from hermes_store.search.sqlite import CONTEXT_CHARS, Filters, Sql
@@ -70,6 +71,11 @@ def _fetch(conn: Connection, statement: Sql) -> list[Any]:
         cursor.close()
 
 
+def _statements(conn: Connection) -> Any:
+    """The module composing this store's SQL (``search.sqlite`` or ``search.postgres``)."""
+    return postgres if conn.dialect.name == "postgresql" else sqlite
+
+
 # --------------------------------------------------------------------------------- planning
 
 
@@ -104,10 +110,11 @@ def _plan(tree: Node, layout: SearchLayout, source_filter: list[str] | None,
 
 def _term_ids(conn: Connection, term: Term, route: str, layout: SearchLayout,
               sources: list[str] | None) -> set[int]:
-    found = sqlite.ids_of(sqlite.route_hits(route, term, layout, sources, scored=False))
+    sql = _statements(conn)
+    found = sql.ids_of(sql.route_hits(route, term, layout, sources, scored=False))
     ids = {row_id for (row_id,) in _fetch(conn, found)}
     if ids and route in ("word", "bigram") and term.needs_literal_check:
-        check = sqlite.literal_check(ids, term.like_pattern())
+        check = sql.literal_check(ids, term.like_pattern())
         ids = {row_id for (row_id,) in _fetch(conn, check)}
     return ids
 
@@ -164,8 +171,8 @@ def _hit(row: Row, terms: list[str], known: dict[int, str]) -> dict[str, Any]:
 def _page(conn: Connection, hits: Sql, tree: Node, layout: SearchLayout, order: str,
           filters: Filters, limit: int, offset: int,
           top: tuple[str, int] | None = None, hide: bool = False) -> list[Row]:
-    return _fetch(conn, sqlite.page_statement(hits, tree, layout, order, filters, limit, offset,
-                                              top, hide))
+    return _fetch(conn, _statements(conn).page_statement(hits, tree, layout, order, filters,
+                                                         limit, offset, top, hide))
 
 
 def _normalize_sort(sort: object) -> str | None:
@@ -198,7 +205,7 @@ def search_messages(db: Session | Connection, query: str | None, *,
                        int(limit), int(offset), _normalize_sort(sort),
                        hide=not include_inactive)
     except (sqlite3.OperationalError, exc.OperationalError) as err:
-        if not sqlite.is_match_error(err):
+        if not _statements(conn).is_match_error(err):
             raise
         log.warning("search for %r gave an invalid MATCH: %s", query, err)
         return []
@@ -242,6 +249,7 @@ def _top_candidates(conn: Connection, parts: list[Sql], wanted: int,
 def _search(conn: Connection, tree: Node, filters: Filters, limit: int, offset: int,
             sort: str | None, hide: bool = False) -> list[dict[str, Any]]:
     layout = catalog.search_layout(conn)
+    sql = _statements(conn)
     plan = _plan(tree, layout, filters.sources, filters.roles)
     route = plan.single_route
     known: dict[int, str] = {}
@@ -249,7 +257,7 @@ def _search(conn: Connection, tree: Node, filters: Filters, limit: int, offset: 
         ranked = route in ("word", "trigram", "bigram")
         hits = None
         if ranked and sort is None and not filters.any:
-            shortcut = sqlite.top_parts(route, tree, layout)
+            shortcut = sql.top_parts(route, tree, layout)
             if shortcut is not None and route == "bigram":
                 return _results(_bigram_page(conn, tree, layout, shortcut[1], limit, offset,
                                              hide), tree, {})
@@ -257,13 +265,13 @@ def _search(conn: Connection, tree: Node, filters: Filters, limit: int, offset: 
                 hits, known = _top_candidates(conn, shortcut[0], offset + limit, shortcut[1],
                                               hide)
         if hits is None:
-            hits = sqlite.route_hits(route, tree, layout, filters.sources)
+            hits = sql.route_hits(route, tree, layout, filters.sources)
     else:
         ids = language.evaluate_tree(
             tree, lambda t: _term_ids(conn, t, plan.routes[t], layout, filters.sources))
         if not ids:
             return []
-        hits = sqlite.id_list_hits(ids)
+        hits = sql.id_list_hits(ids)
         ranked = False
     order = sort or ("rank" if ranked else "newest")
     return _results(_page(conn, hits, tree, layout, order, filters, limit, offset, hide=hide),
