@@ -70,6 +70,17 @@ def _rows(conn: Reader, sql: str, params: Sequence[Any] = ()) -> list[Any]:
     return list(conn.exec_driver_sql(sql))
 
 
+# Search objects revisions add beside the modelled columns (FTS5 tables and their shadow tables on
+# SQLite; tsvector columns and their indexes on PostgreSQL): derived data, never drift, never
+# part of a message dict, whichever way they are reflected.
+DERIVED_NAME_PREFIXES = ("messages_fts", "messages_cjk", "fts_", "search_",
+                         "idx_messages_search", "idx_messages_fts", "idx_messages_trgm")
+
+
+def is_derived_name(name: str | None) -> bool:
+    return bool(name) and str(name).startswith(DERIVED_NAME_PREFIXES)
+
+
 # --------------------------------------------------------------------------- what exists
 
 

@@ -72,11 +72,8 @@ UPGRADE_BUDGET_S = 60.0
 # Modelled tables that only an explicit opt-in creates (db/topics.py), never an upgrade.
 OPT_IN_TABLES = frozenset({"telegram_dm_topic_mode", "telegram_dm_topic_bindings"})
 _ALEMBIC_LOCK = threading.Lock()
-# Search objects another revision adds beside the modelled columns (FTS5 tables and their shadow
-# tables on SQLite; tsvector columns and their indexes on PostgreSQL): never drift, never
-# dropped by autogenerate, whichever way they are reflected.
-DERIVED_NAME_PREFIXES = ("messages_fts", "messages_cjk", "fts_", "search_",
-                         "idx_messages_search", "idx_messages_fts", "idx_messages_trgm")
+DERIVED_NAME_PREFIXES = catalog.DERIVED_NAME_PREFIXES
+is_derived_name = catalog.is_derived_name
 
 
 def make_config(db: str | os.PathLike[str] | StoreLocation | None = None, *,
@@ -248,10 +245,6 @@ def include_name(name: str | None, type_: str, parent_names: dict[str, Any]) -> 
 
         return name in Base.metadata.tables
     return not is_derived_name(name)
-
-
-def is_derived_name(name: str | None) -> bool:
-    return bool(name) and str(name).startswith(DERIVED_NAME_PREFIXES)
 
 
 def include_object(obj: Any, name: str | None, type_: str, reflected: bool,

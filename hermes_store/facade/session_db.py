@@ -391,8 +391,11 @@ class SessionDB:
     def vacuum(self) -> None:
         """The v11 name of :func:`hermes_store.ops.storage.compact`: optimise the search
         indexes, VACUUM, then a TRUNCATE checkpoint (in that order, so the WAL VACUUM wrote is
-        emptied rather than left at the size of the file)."""
-        storage.compact(self.engine)
+        emptied rather than left at the size of the file). On PostgreSQL: VACUUM (ANALYZE)."""
+        if engine_mod.is_server(self.engine):
+            engine_mod.vacuum(self.engine)
+        else:
+            storage.compact(self.engine)
 
     # ----------------------------------------------------------------- meta
 

@@ -41,6 +41,7 @@ from hermes_store.content import (
     tool_calls_added,
 )
 from hermes_store.db import dialect
+from hermes_store.db.catalog import is_derived_name
 from hermes_store.db.models import ChatSession, Message
 from hermes_store.repo import bigrams, lineage
 from hermes_store.repo.sessions import Executor, connection_of
@@ -248,7 +249,7 @@ def message_dict(row: Mapping[str, Any]) -> dict[str, Any]:
     """A message dict: every column (the v11 keys first), ``content`` and ``tool_calls``
     decoded."""
     item = {key: row[key] for key in MESSAGE_KEYS if key in row}
-    item.update(row)
+    item.update((k, v) for k, v in row.items() if not is_derived_name(k))
     item["content"] = decode_content(item["content"])
     item["tool_calls"] = decode_tool_calls(item["tool_calls"])
     return item
