@@ -11,6 +11,8 @@ the tests all get the same behaviour:
   budget rather than an attempt count (a sibling holding the lock for seconds must not exhaust
   us, and identical back-off would make writers queue in convoys);
 * WAL, ``foreign_keys=ON``, ``journal_size_limit`` 64 MiB, a PASSIVE checkpoint every 50 writes;
+  ``DELETE`` journaling only where the filesystem refuses WAL's locks (:func:`apply_wal_with_fallback`,
+  which the agent also calls on its other databases);
 * new database files (and so their ``-wal``/``-shm``, which SQLite creates with the main file's
   mode) are 0600;
 * opening an existing store writes nothing: the pragmas used are per-connection, and the journal
@@ -20,11 +22,13 @@ the tests all get the same behaviour:
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import random
 import re
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -60,8 +64,12 @@ JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
 FILE_MODE = 0o600
 
 _BEGIN_MODES = frozenset({"DEFERRED", "IMMEDIATE", "EXCLUSIVE"})
-# Errors that mean "this filesystem cannot do WAL" (network and FUSE mounts).
-_WAL_UNSUPPORTED = ("locking protocol", "not authorized", "disk i/o error")
+# Errors that mean "this filesystem cannot do WAL's shared-memory locks" (network and FUSE
+# mounts). "disk I/O error" is not one of them: it can be transient, and one process falling back
+# to DELETE while others keep WAL corrupts the file (docs/v21.md#open-time-behaviour).
+_WAL_UNSUPPORTED = ("locking protocol", "not authorized")
+# Bytes 18 and 19 of the database header are 2 when the file is in WAL mode.
+_HEADER_WAL = b"\x02\x02"
 # A derived search table that is gone while its triggers remain: every append then fails.
 _SEARCH_TABLE_MISSING = re.compile(r"no such table: (?:main\.)?(messages_(?:fts|cjk)\w*)")
 
@@ -74,12 +82,12 @@ class _FileState:
 
     write_lock: threading.RLock = field(default_factory=threading.RLock)
     writes: int = 0
-    wal_warned: bool = False
 
 
 _registry_lock = threading.Lock()
 _engines: dict[tuple[str, bool], Engine] = {}
 _files: dict[str, _FileState] = {}
+_wal_warned: set[str] = set()
 
 
 def _file_state(path: str) -> _FileState:
@@ -114,6 +122,23 @@ def is_full_error(err: BaseException) -> bool:
     return (code is not None and (code & 0xFF) == sqlite3.SQLITE_FULL) or (
         "database or disk is full" in str(inner).lower()
     )
+
+
+_MALFORMED = ("malformed database schema", "database disk image is malformed")
+
+
+def is_malformed_db_error(err: object) -> bool:
+    """A ``sqlite3.DatabaseError`` (any subclass, ours included) saying the schema or the file
+    is malformed: the errors an open may try to repair in place. Never raises."""
+    try:
+        inner = _sqlite_error(err) if isinstance(err, BaseException) else err
+        if not isinstance(inner, sqlite3.DatabaseError) and not isinstance(
+                err, sqlite3.DatabaseError):
+            return False
+        text = f"{err} {inner}".lower()
+        return any(marker in text for marker in _MALFORMED)
+    except Exception:  # noqa: BLE001 - a classifier must not fail on an odd exception
+        return False
 
 
 def unwrap(err: BaseException) -> BaseException:
@@ -156,20 +181,96 @@ def _ensure_file(path: Path) -> None:
     os.close(fd)
 
 
-def _set_wal(dbapi: sqlite3.Connection, path: str) -> None:
-    mode = dbapi.execute("PRAGMA journal_mode").fetchone()[0]
-    if str(mode).lower() in ("wal", "memory"):
-        return
+def _on_disk_mode_is_wal(conn: sqlite3.Connection) -> bool:
+    """Whether the file itself says WAL: the journal mode if it reads, else the header bytes."""
     try:
-        dbapi.execute("PRAGMA journal_mode=WAL")
-    except sqlite3.OperationalError as err:
+        return str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
+    except sqlite3.Error:
+        pass
+    try:
+        row = next((r for r in conn.execute("PRAGMA database_list") if r[1] == "main"), None)
+        if row is None or not row[2]:
+            return False
+        with open(row[2], "rb") as fh:
+            fh.seek(18)
+            return fh.read(2) == _HEADER_WAL
+    except (OSError, sqlite3.Error):
+        return False
+
+
+def _durable_on_macos(conn: sqlite3.Connection) -> None:
+    # macOS's fsync does not reach the platter; F_FULLFSYNC does (best effort: a pragma this
+    # build lacks is simply ignored).
+    if sys.platform != "darwin":
+        return
+    for pragma in ("PRAGMA checkpoint_fullfsync=1", "PRAGMA synchronous=FULL"):
+        try:
+            conn.execute(pragma)
+        except sqlite3.Error:
+            pass
+
+
+def apply_wal_with_fallback(conn: sqlite3.Connection, *, db_label: str = "state.db") -> str:
+    """Put any raw connection in WAL mode; ``"delete"`` only where the filesystem refuses WAL.
+
+    A file already in WAL is left alone: setting the mode again can unlink sidecars other
+    processes hold. On ``locking protocol``/``not authorized`` (NFS, SMB, FUSE) the connection
+    falls back to ``DELETE`` and warns once per ``db_label`` per process, unless the file is
+    in WAL already (other processes use it that way: downgrading one of them corrupts it).
+    Every other error propagates, ``disk I/O error`` included.
+    """
+    try:
+        if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+            _durable_on_macos(conn)
+            return "wal"
+    except sqlite3.Error:
+        pass  # the setting pragma below reports the real problem
+    try:
+        conn.execute("PRAGMA journal_mode=WAL").fetchall()
+    except sqlite3.Error as err:
         if not any(s in str(err).lower() for s in _WAL_UNSUPPORTED):
             raise
-        state = _file_state(path)
-        if not state.wal_warned:
-            state.wal_warned = True
-            log.warning("WAL is not supported for %s (%s); using journal_mode=DELETE", path, err)
-        dbapi.execute("PRAGMA journal_mode=DELETE")
+        if _on_disk_mode_is_wal(conn):
+            raise
+        with _registry_lock:
+            first = db_label not in _wal_warned
+            _wal_warned.add(db_label)
+        if first:
+            log.warning("%s: WAL is not supported here (%s); using journal_mode=DELETE",
+                        db_label, err)
+        conn.execute("PRAGMA journal_mode=DELETE").fetchall()
+        return "delete"
+    _durable_on_macos(conn)
+    return "wal"
+
+
+def _set_wal(dbapi: sqlite3.Connection, path: str) -> None:
+    # An in-memory database has no WAL to set (and nothing to fall back from).
+    if str(dbapi.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "memory":
+        return
+    apply_wal_with_fallback(dbapi, db_label=path)
+
+
+# The module the search indexes are built on. A constant, so that tests can name a module this
+# runtime lacks and see exactly what a SQLite built without FTS5 does to an open.
+FTS5_MODULE = "fts5"
+
+
+def fts5_available() -> bool:
+    """Whether this runtime's SQLite has FTS5 (a property of the library, probed in memory)."""
+    return _module_available(FTS5_MODULE)
+
+
+@functools.cache
+def _module_available(module: str) -> bool:
+    con = sqlite3.connect(":memory:")
+    try:
+        con.execute(f"CREATE VIRTUAL TABLE probe USING {module}(x)")
+        return True
+    except sqlite3.Error:
+        return False
+    finally:
+        con.close()
 
 
 class UndecodableText(str):
