@@ -12,19 +12,27 @@ A store is in one of these states (``status``):
 ``ahead``       an Alembic revision this code does not know (a newer hermes_store wrote it).
 ``unknown``     has tables but neither marker: refused, never "initialised" over.
 
-``schema_version`` is kept. The legacy revisions keep it in step up to 11, exactly as the agent's
-store did, and after that it is frozen (a store adopted from a newer upstream release keeps its
-own number). Nothing of ours reads it except to adopt; ``alembic_version`` is the truth. Keeping
-it loses nothing, and tools that print it still work.
+``schema_version`` is kept for the agents that share the file. The legacy revisions keep it in
+step up to 11, exactly as the agent's store did; an upgrade to head then stamps it
+``AGENT_SCHEMA_VERSION`` (21) unless it is higher already, so an agent of the v21 line opening
+the file finds nothing to migrate (docs/mixed-fleets.md). Nothing of ours reads it except to
+adopt; ``alembic_version`` is the truth.
+
+After the revisions, :func:`reconcile` adds what the models declare and the file lacks (tables,
+columns, indexes), whatever the stamps say: a legacy file stamped 11 without ``state_meta`` is
+stamped at revision 0011 and would otherwise stay without it (docs/v21.md#open-time-behaviour).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -34,6 +42,8 @@ from sqlalchemy import Connection, Engine
 from hermes_store.db.engine import open_engine, reading, run_write
 from hermes_store.errors import SchemaMismatchError
 from hermes_store.paths import resolve_db_path
+
+log = logging.getLogger(__name__)
 
 # schema_version N -> the revision that reproduces layout N.
 LEGACY_REVISIONS: dict[int, str] = {
@@ -52,6 +62,11 @@ LEGACY_REVISIONS: dict[int, str] = {
 # Newer upstream releases (12…31) are adopted at v11: their extra tables and columns are kept,
 # and our later revisions add only what is missing.
 LEGACY_MAX_KNOWN = 11
+# The number the agent's v21 line writes; below it, that agent re-runs its own migrations.
+AGENT_SCHEMA_VERSION = 21
+# Modelled tables that only an explicit opt-in creates (the agent's Telegram topic mode: an older
+# bot must keep running on an upgraded store), so neither an open nor reconcile adds them.
+OPT_IN_TABLES = frozenset({"telegram_dm_topic_mode", "telegram_dm_topic_bindings"})
 
 FTS_SHADOW_SUFFIXES = ("_data", "_idx", "_content", "_docsize", "_config")
 # Only these names are treated as ours: a user table called "app_config" is never touched.
@@ -59,6 +74,7 @@ KNOWN_FTS_TABLES = ("messages_fts", "messages_fts_trigram", "messages_fts_cjk",
                     "messages_fts_trigram_old", "messages_fts_old",
                     "messages_fts_cjk_old")
 UPGRADE_BUDGET_S = 60.0
+_ALEMBIC_RUN = threading.Lock()
 
 
 def script_location() -> str:
@@ -116,6 +132,8 @@ class SchemaStatus:
         if self.state == "behind":
             return f"behind ({len(self.pending)} pending: {', '.join(self.pending)})"
         if self.state == "legacy":
+            if self.legacy_version is None:
+                return "legacy (Hermes schema_version empty)"
             return f"legacy (Hermes schema_version={self.legacy_version})"
         if self.state == "ahead":
             return f"ahead (unknown revision {self.current})"
@@ -169,7 +187,8 @@ def current(target: str | os.PathLike[str] | Engine | None = None) -> str | None
 # --------------------------------------------------------------------------- upgrade
 
 
-def _refuse(st: SchemaStatus) -> None:
+def refuse(st: SchemaStatus) -> None:
+    """Raise for a store no upgrade may touch (a newer code's revision, or not ours)."""
     if st.state == "ahead":
         raise SchemaMismatchError(
             f"the store is at revision {st.current}, which this hermes_store does not know "
@@ -192,7 +211,7 @@ def upgrade(target: str | os.PathLike[str] | Engine | None = None, revision: str
     engine = target if isinstance(target, Engine) else open_engine(resolve_db_path(target))
     with reading(engine) as conn:
         before = status_of(conn, location)
-    _refuse(before)
+    refuse(before)
     if before.state == "up-to-date" and revision == "head":
         return before
 
@@ -201,7 +220,10 @@ def upgrade(target: str | os.PathLike[str] | Engine | None = None, revision: str
         cfg.attributes["hermes_adopt"] = True
         command.upgrade(cfg, revision)
 
-    run_write(engine, unit, budget=UPGRADE_BUDGET_S, what="upgrade")
+    # Alembic's ``op`` and ``context`` are process-wide proxies: two upgrades running at once in
+    # one process (two stores opened by two threads) would run each other's statements.
+    with _ALEMBIC_RUN:
+        run_write(engine, unit, budget=UPGRADE_BUDGET_S, what="upgrade")
     with reading(engine) as conn:
         return status_of(conn, location)
 
@@ -230,9 +252,12 @@ def include_object(obj: Any, name: str | None, type_: str, reflected: bool,
 
 
 def check(target: str | os.PathLike[str] | Engine | None = None) -> list[Any]:
-    """Autogenerate differences between the models and the store (``[]`` means none)."""
+    """Autogenerate differences between the models and the store (``[]`` means none), then
+    ``("foreign_index_trigger", name)`` for each trigger of another program writing to our
+    search indexes at head (an agent of another release adds them; docs/mixed-fleets.md)."""
     from alembic.autogenerate import compare_metadata
 
+    from hermes_store.db import derived
     from hermes_store.db.models import Base
 
     engine = target if isinstance(target, Engine) else open_engine(
@@ -241,7 +266,11 @@ def check(target: str | os.PathLike[str] | Engine | None = None) -> list[Any]:
         ctx = MigrationContext.configure(conn, opts={
             "include_name": include_name, "include_object": include_object,
             "compare_type": True, "target_metadata": Base.metadata})
-        return list(compare_metadata(ctx, Base.metadata))
+        found: list[Any] = list(compare_metadata(ctx, Base.metadata))
+        if status_of(conn).at_head:
+            found += [("foreign_index_trigger", name)
+                      for name in derived.foreign_index_triggers(conn)]
+        return found
 
 
 def prepare_for_upgrade(conn: Connection, context: MigrationContext,
@@ -252,6 +281,10 @@ def prepare_for_upgrade(conn: Connection, context: MigrationContext,
     if "alembic_version" in tables or "schema_version" not in tables:
         return
     version = conn.exec_driver_sql("SELECT MAX(version) FROM schema_version").scalar()
+    if version is None:
+        # An empty schema_version counts as current (the agent's SCHEMA_SQL leaves it empty):
+        # adopted like a newer release, reconciled column by column.
+        version = AGENT_SCHEMA_VERSION
     if not isinstance(version, int) or version < 1:
         raise SchemaMismatchError(f"schema_version holds {version!r}, not a Hermes version",
                                   state="unknown")
@@ -277,3 +310,122 @@ def drop_orphan_fts_shadows(conn: Connection) -> list[str]:
                 conn.exec_driver_sql(f'DROP TABLE "{shadow}"')
                 dropped.append(shadow)
     return dropped
+
+
+# --------------------------------------------------------------------------- reconcile
+
+
+def _modelled_tables() -> list[sa.Table]:
+    from hermes_store.db.models import Base
+
+    return [t for t in Base.metadata.sorted_tables if t.name not in OPT_IN_TABLES]
+
+
+def _column_ddl(conn: Connection, column: sa.Column[Any]) -> str | None:
+    """``name TYPE [NOT NULL] [DEFAULT x]`` for ``ALTER TABLE ADD COLUMN``; None when the column
+    cannot be added to a table with rows (NOT NULL without a default)."""
+    default = column.server_default
+    default_sql = None
+    if isinstance(default, sa.DefaultClause):
+        arg = default.arg
+        default_sql = arg.text if isinstance(arg, sa.TextClause) else repr(arg)
+    if not column.nullable and default_sql is None:
+        return None
+    parts = [conn.dialect.identifier_preparer.quote(column.name),
+             column.type.compile(dialect=conn.dialect)]
+    if not column.nullable:
+        parts.append("NOT NULL")
+    if default_sql is not None:
+        parts.append(f"DEFAULT {default_sql}")
+    return " ".join(parts)
+
+
+def missing_schema(conn: Connection) -> list[str]:
+    """What the models declare and the store lacks: ``table``, ``table.column``, ``index``.
+
+    Reads only. Views and tables of newer upstream releases are not compared (they are kept).
+    """
+    inspector = sa.inspect(conn)
+    present = set(inspector.get_table_names())
+    missing: list[str] = []
+    for table in _modelled_tables():
+        if table.name not in present:
+            missing.append(table.name)
+            continue
+        have = {c["name"] for c in inspector.get_columns(table.name)}
+        missing += [f"{table.name}.{c.name}" for c in table.columns if c.name not in have]
+        indexes = {i["name"] for i in inspector.get_indexes(table.name)}
+        missing += [str(i.name) for i in table.indexes if i.name not in indexes]
+    return missing
+
+
+def reconcile(conn: Connection, *, indexes: bool = True) -> list[str]:
+    """Add, in the caller's transaction, every table, column and index of the models the store
+    lacks (with its type, ``NOT NULL`` and ``DEFAULT``); returns what was added.
+
+    Nothing that exists is altered. An index the data cannot satisfy (a unique title index over
+    duplicate titles) is logged and left out rather than failing the open; so is a column that
+    cannot be added to a table with rows.
+    """
+    wanted = set(missing_schema(conn))
+    if not indexes:
+        wanted = {name for name in wanted if "." in name or name in
+                  {t.name for t in _modelled_tables()}}
+    if not wanted:
+        return []
+    done: list[str] = []
+    tables = _modelled_tables()
+    for table in tables:
+        if table.name in wanted:
+            table.create(conn, checkfirst=True)
+            done.append(table.name)
+            continue
+        for column in table.columns:
+            if f"{table.name}.{column.name}" not in wanted:
+                continue
+            ddl = _column_ddl(conn, column)
+            if ddl is None:
+                log.warning("%s.%s is missing and cannot be added (NOT NULL without a "
+                            "default)", table.name, column.name)
+                continue
+            conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {ddl}"))
+            done.append(f"{table.name}.{column.name}")
+    for table in tables:
+        for index in table.indexes:
+            if index.name not in wanted or table.name in wanted:
+                continue
+            try:
+                with conn.begin_nested():
+                    index.create(conn)
+            except sa.exc.DBAPIError as err:
+                log.warning("index %s not created: %s", index.name, err.orig)
+                continue
+            done.append(str(index.name))
+    return done
+
+
+# --------------------------------------------------------------------------- the agent's stamp
+
+_schema_version = sa.table("schema_version", sa.column("version", sa.Integer))
+
+
+def agent_schema_version(conn: Connection) -> int | None:
+    """The agent's ``schema_version``; None when the table is missing or empty."""
+    if "schema_version" not in sa.inspect(conn).get_table_names():
+        return None
+    value = conn.execute(sa.select(sa.func.max(_schema_version.c.version))).scalar()
+    return int(value) if value is not None else None
+
+
+def stamp_agent_version(conn: Connection) -> bool:
+    """Leave ``schema_version`` at ``AGENT_SCHEMA_VERSION`` or above; True when it was written."""
+    if "schema_version" not in sa.inspect(conn).get_table_names():
+        conn.execute(sa.text("CREATE TABLE schema_version (version INTEGER NOT NULL)"))
+    current = agent_schema_version(conn)
+    if current is None:
+        conn.execute(sa.insert(_schema_version).values(version=AGENT_SCHEMA_VERSION))
+        return True
+    if current < AGENT_SCHEMA_VERSION:
+        conn.execute(sa.update(_schema_version).values(version=AGENT_SCHEMA_VERSION))
+        return True
+    return False
