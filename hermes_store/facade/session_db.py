@@ -15,6 +15,7 @@ surviving children are detached.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import sqlite3
@@ -29,8 +30,7 @@ from sqlalchemy import Connection, Engine
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
 from hermes_store.errors import SchemaMismatchError
-from hermes_store.facade import compression, gateway, handoff, other
-from hermes_store.ops import storage
+from hermes_store.facade import compression, gateway, handoff, opening, other, upkeep
 from hermes_store.paths import resolve_db_path
 from hermes_store.repo import bigrams, lineage, messages, retention, sessions, titles
 from hermes_store.repo import listing as queries
@@ -78,29 +78,39 @@ class SessionDB:
     _WRITE_RETRY_MAX_S = engine_mod.RETRY_MAX_S
     _CHECKPOINT_EVERY_N_WRITES = engine_mod.CHECKPOINT_EVERY_N_WRITES
 
-    def __init__(self, db_path: str | os.PathLike[str] | None = None, *,
-                 readonly: bool = False) -> None:
+    def __init__(self, db_path: str | os.PathLike[str] | None = None, read_only: bool = False,
+                 *, readonly: bool | None = None) -> None:
+        """Open (creating, upgrading or adopting) the store: docs/v21.md#open-time-behaviour.
+
+        ``read_only`` (the v21 keyword; ``readonly`` is the older spelling) opens the file
+        read-only: no schema work, no write lock, and a store behind head is refused.
+        """
         self._closed = True
         self._raw: Any = None
-        self.db_path = resolve_db_path(db_path)
-        self.readonly = readonly
-        if not readonly:
-            self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        st = migrate.status(self.db_path)
-        if readonly:
-            if st.state == "missing":
-                engine_mod.open_engine(self.db_path, readonly=True)  # raises StoreNotFoundError
-            if st.state != "up-to-date":
-                raise SchemaMismatchError(
-                    f"the store at {self.db_path} is {st.describe()}; run `hermes-store upgrade` "
-                    "(a read-only open never migrates)", state=st.state, current=st.current,
-                    head=st.head)
-            self._engine = engine_mod.open_engine(self.db_path, readonly=True)
-        else:
-            self._engine = engine_mod.open_engine(self.db_path)
-            if st.state != "up-to-date":
-                migrate.upgrade(self._engine)
+        self._write_count = itertools.count(1)
+        try:
+            self._open(db_path, bool(read_only or readonly))
+        except BaseException as exc:
+            opening.record_init_error(exc)
+            raise
         self._closed = False
+
+    def _open(self, db_path: str | os.PathLike[str] | None, read_only: bool) -> None:
+        self.db_path = resolve_db_path(db_path)
+        self.read_only = self.readonly = read_only
+        if not read_only:
+            self.db_path.parent.mkdir(parents=True, exist_ok=True)
+            self._engine = opening.open_read_write(self.db_path)
+            return
+        st = migrate.status(self.db_path)
+        if st.state == "missing":
+            engine_mod.open_engine(self.db_path, readonly=True)  # raises StoreNotFoundError
+        if st.state != "up-to-date":
+            raise SchemaMismatchError(
+                f"the store at {self.db_path} is {st.describe()}; run `hermes-store upgrade` "
+                "(a read-only open never migrates)", state=st.state, current=st.current,
+                head=st.head)
+        self._engine = engine_mod.open_engine(self.db_path, readonly=True)
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -144,7 +154,9 @@ class SessionDB:
     def _write(self, fn: Callable[[Connection], T], *, append: bool = False,
                what: str = "write") -> T:
         budget = engine_mod.APPEND_BUDGET_S if append else engine_mod.WRITE_BUDGET_S
-        return engine_mod.run_write(self.engine, fn, budget=budget, what=what)
+        result = engine_mod.run_write(self.engine, fn, budget=budget, what=what)
+        upkeep.after_write(self, next(self._write_count))
+        return result
 
     def _read(self, fn: Callable[[Connection], T]) -> T:
         with engine_mod.reading(self.engine) as conn:
@@ -374,6 +386,10 @@ class SessionDB:
                         role_filter: Sequence[str] | None = None, limit: int = 20,
                         offset: int = 0, sort: str | None = None) -> list[dict[str, Any]]:
         _check_page(limit, offset)
+        if not engine_mod.fts5_available():
+            log.warning("search_messages: this SQLite has no FTS5, so there is no search index; "
+                        "returning no results")
+            return []
         from hermes_store.search.statements import (
             search_messages,  # imported on use: keeps start-up lean
         )
@@ -476,10 +492,13 @@ class SessionDB:
         result = self._write(lambda c: retention.unpin(c, [session_id]), what="unpin")
         return result.changed > 0
 
-    def vacuum(self) -> None:
-        """Optimise the search indexes, VACUUM, then a TRUNCATE checkpoint (in that order, so
-        the WAL VACUUM wrote is emptied rather than left at the size of the file)."""
-        storage.compact(self.engine)
+    def vacuum(self) -> int:
+        """Merge the search indexes, VACUUM, then a TRUNCATE checkpoint (in that order, so the
+        WAL VACUUM wrote is emptied rather than left at the size of the file); returns
+        ``optimize_fts()``'s count (docs/v21.md#behaviour-changes)."""
+        return upkeep.vacuum(self)
+
+    optimize_fts = upkeep.optimize_fts
 
     # ----------------------------------------------------------------- meta
 
