@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_store import compat
 from hermes_store import SessionDB as FacadeSessionDB
+from hermes_store import compat
 from hermes_store.errors import StoreDamagedError
 
 SURFACE = {

@@ -62,6 +62,8 @@ LEGACY_REVISIONS: dict[int, str] = {
 # Newer upstream releases (12…31) are adopted at v11: their extra tables and columns are kept,
 # and our later revisions add only what is missing.
 LEGACY_MAX_KNOWN = 11
+# The legacy version whose revision (0008) creates state_meta.
+STATE_META_SINCE = 8
 # The number the agent's v21 line writes; below it, that agent re-runs its own migrations.
 AGENT_SCHEMA_VERSION = 21
 # Modelled tables that only an explicit opt-in creates (the agent's Telegram topic mode: an older
@@ -289,6 +291,11 @@ def prepare_for_upgrade(conn: Connection, context: MigrationContext,
         raise SchemaMismatchError(f"schema_version holds {version!r}, not a Hermes version",
                                   state="unknown")
     context.stamp(script, LEGACY_REVISIONS[min(version, LEGACY_MAX_KNOWN)])
+    if version >= STATE_META_SINCE:
+        # Stamped past the revision that creates it, yet some files lack it; the revisions
+        # after the stamp read it (docs/v21.md#open-time-behaviour).
+        conn.exec_driver_sql(
+            "CREATE TABLE IF NOT EXISTS state_meta (key TEXT PRIMARY KEY, value TEXT)")
 
 
 def drop_orphan_fts_shadows(conn: Connection) -> list[str]:
