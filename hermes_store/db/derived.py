@@ -310,7 +310,8 @@ INDEX_TABLES = ("messages_fts", "messages_fts_trigram", "messages_fts_cjk", "mes
                 "messages_cjk_pending")
 _TRIGGERS = "SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"
 _FTS5_TABLES = "SELECT name, sql FROM sqlite_master WHERE type = 'table'"
-_VIRTUAL = re.compile(r"^\s*CREATE\s+VIRTUAL\s+TABLE\b.*?\bUSING\s+(\w+)", re.IGNORECASE | re.DOTALL)
+_VIRTUAL = re.compile(r"^\s*CREATE\s+VIRTUAL\s+TABLE\b.*?\bUSING\s+(\w+)",
+                      re.IGNORECASE | re.DOTALL)
 # Tables a trigger body writes to: INSERT INTO t, DELETE FROM t, UPDATE t, REPLACE INTO t.
 _WRITES = re.compile(
     r"\b(?:INSERT\s+(?:OR\s+\w+\s+)?INTO|REPLACE\s+INTO|DELETE\s+FROM|UPDATE(?:\s+OR\s+\w+)?)"
