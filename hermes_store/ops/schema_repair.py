@@ -5,7 +5,7 @@ These work on a raw ``sqlite3`` connection, not the engine: the schema they look
 even parse, and every pooled connection would have cached it. The probe tells "fresh" from
 "broken" by what ``sqlite_master`` holds, and writes through the index triggers inside a
 transaction it always rolls back (an index that rejects writes while reads pass shows only
-then; docs/lessons.md#corruption-and-recovery). A lock is reported and never repaired: it is
+then; docs/lessons.md#damage). A lock is reported and never repaired: it is
 not damage.
 
 The repair backs the file up first (raw copies of the file and its sidecars, which stay where
