@@ -6,19 +6,15 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from v21_stores import db
 
 from hermes_store import SessionDB
 from hermes_store.compat import AsyncSessionDB
 
-
-@pytest.fixture
-def db(store_path: Path) -> Iterator[SessionDB]:
-    with SessionDB(store_path) as store:
-        yield store
+__all__ = ["db"]
 
 
 def test_methods_return_what_the_store_returns(db: SessionDB) -> None:
@@ -75,12 +71,12 @@ def test_concurrent_awaits_run_in_parallel_and_all_land(db: SessionDB) -> None:
 
 
 def test_close_is_awaitable_and_the_wrapper_has_no_lifecycle(store_path: Path) -> None:
-    db = SessionDB(store_path)
-    adb = AsyncSessionDB(db)
+    store = SessionDB(store_path)
+    adb = AsyncSessionDB(store)
     assert not isinstance(adb, SessionDB)
     for dunder in ("__enter__", "__exit__", "__aenter__", "__len__"):
         with pytest.raises(AttributeError):
             getattr(adb, dunder)
     asyncio.run(adb.close())
     with pytest.raises(sqlite3.ProgrammingError):
-        db.get_session("s1")
+        store.get_session("s1")

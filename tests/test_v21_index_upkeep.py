@@ -10,19 +10,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from v21_stores import db as store
 
 from hermes_store import SessionDB
 from hermes_store.facade import upkeep
 from hermes_store.ops import storage
 
+__all__ = ["store"]
+
 
 @pytest.fixture
-def db(store_path: Path) -> Iterator[SessionDB]:
-    with SessionDB(store_path) as store:
-        store.create_session("s1", "cli")
-        for n in range(30):
-            store.append_message("s1", "user", f"segment {n} of the lemur index")
-        yield store
+def db(store: SessionDB) -> Iterator[SessionDB]:
+    """The shared store (v21_stores), with thirty messages in one session."""
+    store.create_session("s1", "cli")
+    for n in range(30):
+        store.append_message("s1", "user", f"segment {n} of the lemur index")
+    yield store
 
 
 def _segments(path: Path, table: str) -> int:
