@@ -120,3 +120,29 @@ def test_the_store_opens_through_the_same_policy(tmp_path: Path) -> None:
     with SessionDB(tmp_path / "s.db") as db:
         db.create_session("s1", "cli")
     assert _mode(tmp_path / "s.db") == "wal"
+
+
+@pytest.mark.parametrize("already_wal", [False, True])
+def test_on_macos_both_wal_paths_ask_for_full_fsync(tmp_path: Path, monkeypatch,
+                                                     already_wal: bool) -> None:
+    monkeypatch.setattr(engine_mod.sys, "platform", "darwin")
+    path = tmp_path / "a.db"
+    if already_wal:
+        sqlite3.connect(path).execute("PRAGMA journal_mode=WAL").fetchall()
+    con = sqlite3.connect(path)
+    seen: list[str] = []
+    con.set_trace_callback(seen.append)
+    assert apply_wal_with_fallback(con) == "wal"
+    assert con.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    con.close()
+    assert "PRAGMA checkpoint_fullfsync=1" in seen and "PRAGMA synchronous=FULL" in seen
+
+
+def test_elsewhere_the_durability_pragmas_are_left_alone(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(engine_mod.sys, "platform", "linux")
+    con = sqlite3.connect(tmp_path / "a.db")
+    seen: list[str] = []
+    con.set_trace_callback(seen.append)
+    apply_wal_with_fallback(con)
+    con.close()
+    assert not any("fullfsync" in s or "synchronous" in s for s in seen)

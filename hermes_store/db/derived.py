@@ -354,7 +354,16 @@ def fts5_writers(conn: Connection) -> list[str]:
                   if written_tables(sql or "") & fts5)
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def quote_name(name: str) -> str:
+    """A schema object's name, double-quoted; anything but a plain identifier is refused."""
+    if not _IDENTIFIER.fullmatch(name):
+        raise ValueError(f"refusing a schema object with an odd name: {name!r}")
+    return f'"{name}"'
+
+
 def drop_triggers(conn: Connection, names: list[str]) -> None:
     for name in names:
-        quoted = '"' + name.replace('"', '""') + '"'
-        conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {quoted}")
+        conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {quote_name(name)}")

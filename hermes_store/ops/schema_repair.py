@@ -17,6 +17,7 @@ row of ``sessions`` or ``messages``, and refuses while other processes hold the 
 
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
 import time
@@ -36,7 +37,17 @@ _HAS_MESSAGES = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'me
 _FTS_TABLES = "SELECT name, sql FROM sqlite_master WHERE type = 'table'"
 _TRIGGERS = "SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"
 _RELATIONS = "SELECT lower(name) FROM sqlite_master WHERE type IN ('table', 'view')"
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_REFILL = {"messages_fts": "SELECT id, content, tool_name, tool_calls FROM messages_fts_src",
+           "messages_fts_trigram": "SELECT id, content, tool_name FROM messages_fts_trigram_src"}
 _DROP_FTS_ROWS = r"DELETE FROM sqlite_master WHERE name LIKE 'messages\_fts%' ESCAPE '\'"
+
+
+def _quote(name: str) -> str:
+    """A schema object's name, double-quoted; anything but a plain identifier is refused."""
+    if not _IDENTIFIER.fullmatch(name):
+        raise sqlite3.DatabaseError(f"refusing a schema object with an odd name: {name!r}")
+    return f'"{name}"'
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -110,15 +121,14 @@ def _rebuild_fts(path: Path) -> None:
     try:
         con.execute("BEGIN IMMEDIATE")
         for name in _fts5_tables(con):
-            quoted = '"' + name.replace('"', '""') + '"'
             try:
                 con.execute("SAVEPOINT rebuild")
-                con.execute(f"INSERT INTO {quoted}({quoted}) VALUES ('rebuild')")
+                con.execute(f"INSERT INTO {_quote(name)}({_quote(name)}) VALUES ('rebuild')")
                 con.execute("RELEASE rebuild")
             except sqlite3.Error:
                 con.execute("ROLLBACK TO rebuild")
                 con.execute("RELEASE rebuild")
-                _refill(con, name, quoted)
+                _refill(con, name)
         con.execute("COMMIT")
     except BaseException:
         if con.in_transaction:
@@ -128,14 +138,12 @@ def _rebuild_fts(path: Path) -> None:
         con.close()
 
 
-def _refill(con: sqlite3.Connection, name: str, quoted: str) -> None:
-    fill = {"messages_fts": "SELECT id, content, tool_name, tool_calls FROM messages_fts_src",
-            "messages_fts_trigram": "SELECT id, content, tool_name FROM messages_fts_trigram_src"}
-    if name not in fill:
+def _refill(con: sqlite3.Connection, name: str) -> None:
+    if name not in _REFILL:
         raise sqlite3.DatabaseError(f"{name} cannot be rebuilt")
-    columns = [r[1] for r in con.execute(f"PRAGMA table_info({quoted})")]
-    con.execute(f"INSERT INTO {quoted}({quoted}) VALUES ('delete-all')")
-    con.execute(f"INSERT INTO {quoted}(rowid, {', '.join(columns)}) {fill[name]}")
+    columns = ", ".join(_quote(r[1]) for r in con.execute(f"PRAGMA table_info({_quote(name)})"))
+    con.execute(f"INSERT INTO {_quote(name)}({_quote(name)}) VALUES ('delete-all')")
+    con.execute(f"INSERT INTO {_quote(name)}(rowid, {columns}) {_REFILL[name]}")
 
 
 def _dedup_schema(path: Path) -> None:
@@ -158,7 +166,7 @@ def _drop_fts_rebuild(path: Path) -> None:
         dead = [name for name, sql in con.execute(_TRIGGERS)
                 if derived.written_tables(sql or "") - relations]
         for name in dead:
-            con.execute(f'DROP TRIGGER IF EXISTS "{name}"')
+            con.execute(f"DROP TRIGGER IF EXISTS {_quote(name)}")
         con.execute("VACUUM")
     finally:
         con.close()
