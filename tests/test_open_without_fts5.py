@@ -20,6 +20,7 @@ import pytest
 from hermes_store import SessionDB
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
+from hermes_store.facade import opening
 
 ABSENT = "fts5_absent"
 
@@ -39,6 +40,7 @@ def _rename_module(path: Path, old: str, new: str) -> int:
 @pytest.fixture
 def no_fts5(monkeypatch) -> Iterator[None]:
     monkeypatch.setattr(engine_mod, "FTS5_MODULE", ABSENT)
+    monkeypatch.setattr(opening, "_no_fts5_noted", False)
     assert engine_mod.fts5_available() is False
     yield
 
@@ -91,11 +93,14 @@ def test_a_store_at_head_opens_writes_and_searches_nothing(loaded: Path, no_fts5
         db.append_message("old", "assistant", "a reply to the walrus")
         assert db.delete_session("gone") is True
         assert db.search_messages("platypus") == []
+        assert db.search_messages("walrus") == []
         assert db.optimize_fts() == 0
         assert db.vacuum() == 0
         assert [m["content"] for m in db.get_messages("new")] == [
             "written without an index: platypus"]
-    assert any("no FTS5" in r.getMessage() for r in caplog.records)
+    said = [r for r in caplog.records
+            if "search_messages: this SQLite has no FTS5" in r.getMessage()]
+    assert [r.levelname for r in said] == ["WARNING"]  # once, however often search is called
     assert not any(t.startswith("messages_fts_") and t.endswith(("insert", "update", "delete"))
                    for t in _triggers(loaded))
     con = sqlite3.connect(loaded)

@@ -26,10 +26,22 @@ log = logging.getLogger("hermes_store.facade")
 _lock = threading.Lock()
 _last_init_error: str | None = None
 _repair_claims: set[str] = set()
+_no_fts5_noted = False
 
 _NETWORK_FS_HINT = (" (the database may be on a network or FUSE filesystem such as NFS/SMB, "
                     "where SQLite's WAL locking does not work; see "
                     "https://www.sqlite.org/wal.html)")
+
+
+def note_no_fts5() -> None:
+    """Say once per process why search answers nothing, then quietly (a gateway searches
+    often, and one warning says it all)."""
+    global _no_fts5_noted
+    with _lock:
+        first, _no_fts5_noted = not _no_fts5_noted, True
+    (log.warning if first else log.debug)(
+        "search_messages: this SQLite has no FTS5, so there is no search index; "
+        "returning no results")
 
 
 def record_init_error(exc: BaseException) -> None:

@@ -90,7 +90,7 @@ class SessionDB:
         self._write_count = itertools.count(1)
         try:
             self._open(db_path, bool(read_only or readonly))
-        except BaseException as exc:
+        except Exception as exc:
             opening.record_init_error(exc)
             raise
         self._closed = False
@@ -387,8 +387,7 @@ class SessionDB:
                         offset: int = 0, sort: str | None = None) -> list[dict[str, Any]]:
         _check_page(limit, offset)
         if not engine_mod.fts5_available():
-            log.warning("search_messages: this SQLite has no FTS5, so there is no search index; "
-                        "returning no results")
+            opening.note_no_fts5()
             return []
         from hermes_store.search.statements import (
             search_messages,  # imported on use: keeps start-up lean
