@@ -277,7 +277,8 @@ def scale_chart(data: dict[str, Any], path: Path) -> None:
 
 
 def scale_report(paths: list[Path], stem: Path) -> str:
-    """Write ``stem.md`` and ``stem.png`` from the scale results in ``paths``; returns the md."""
+    """Write ``stem`` with the suffixes .md and .png from the scale results in ``paths``;
+    returns the markdown."""
     data = scale_load(paths)
     table = scale_markdown(data)
     stem.parent.mkdir(parents=True, exist_ok=True)
