@@ -7,7 +7,7 @@ commands on it.
 from __future__ import annotations
 
 from hermes_store.cli import (  # noqa: F401  (each module registers its commands)
-    browse, health, metadata, repair, retention, schema, transfer,
+    browse, copy, health, metadata, repair, retention, schema, transfer,
 )
 from hermes_store.cli.app import main
 
