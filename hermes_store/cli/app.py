@@ -29,6 +29,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from hermes_store.db import migrate
 from hermes_store.db.engine import open_engine
 from hermes_store.errors import (
+    BackendNotSupportedError,
     HermesStoreError,
     SchemaMismatchError,
     StoreNotFoundError,
@@ -254,6 +255,20 @@ def open_write(obj: Ctx) -> Any:
     need_store(obj.db)
     require_head(obj)
     return open_engine(obj.db)
+
+
+def on_server(obj: Ctx) -> bool:
+    return not isinstance(obj.db, Path)
+
+
+def file_only(obj: Ctx, command: str, instead: str) -> Path:
+    """The store's file; on a server, exit 2 saying the command is SQLite-only and what to
+    use instead."""
+    if isinstance(obj.db, Path):
+        return obj.db
+    raise BackendNotSupportedError(
+        f"`{command}` works on a SQLite file only; {obj.db} is a PostgreSQL database "
+        f"({instead})")
 
 
 def need_store(path: Path | StoreLocation) -> None:

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import click
 
-from hermes_store.cli.app import Ctx, main, need_store, out_console
+from hermes_store.cli.app import Ctx, file_only, main, need_store, on_server, out_console
+from hermes_store.db.engine import open_engine
 from hermes_store.errors import UsageError
 from hermes_store.ops import recover as salvage
 from hermes_store.ops import repair as recovery
+from hermes_store.ops import server
 
 RECOVER_EXIT = {"complete": 0, "inspected": 0, "partial": 8, "nothing": 7, "damaged": 7,
                 "source_changed": 1}
@@ -36,8 +38,11 @@ def repair(obj: Ctx, check_only: bool, no_backup: bool, force: bool, full: bool)
       hermes-store repair
     """
     need_store(obj.db)
-    report = recovery.repair_store(obj.db, check_only=check_only, backup=not no_backup,
-                                   force=force, full=full)
+    if on_server(obj):  # probes and REINDEX; the FTS5 and file probes are SQLite-only
+        report = server.repair(open_engine(obj.db), str(obj.db), check_only=check_only)
+    else:
+        report = recovery.repair_store(obj.db, check_only=check_only, backup=not no_backup,
+                                       force=force, full=full)
 
     def render() -> None:
         con = out_console()
@@ -91,7 +96,7 @@ def recover(obj: Ctx, source: Path | None, output: Path, inspect_only: bool,
       hermes-store recover --source ~/.hermes/state.db --output /tmp/new.db --inspect-only
       hermes-store recover --source ~/.hermes/state.db --output /tmp/new.db --allow-partial
     """
-    src = source or obj.db
+    src = source or file_only(obj, "recover", "restore a pg_dump backup instead")
     report_file = report_path or Path(f"{output}.recovery.json")
     if report_file.exists():
         raise UsageError(f"{report_file} already exists; choose another --report")

@@ -8,10 +8,10 @@ from typing import Any
 
 import click
 
-from hermes_store.cli.app import Ctx, main, size
+from hermes_store.cli.app import Ctx, main, on_server, size
 from hermes_store.db import migrate
 from hermes_store.db.engine import open_engine, reading
-from hermes_store.ops import stats
+from hermes_store.ops import server, stats
 from hermes_store.ops.backup import backup_store, require_free_space
 from hermes_store.ops.holders import ensure_not_held
 
@@ -45,7 +45,10 @@ def upgrade(obj: Ctx, revision: str, dry_run: bool, no_backup: bool, force: bool
                  + "".join(f"\n  {r}" for r in pending))
         return
     backup_file = None
-    if pending and before.state not in ("missing", "empty"):
+    if pending and before.state not in ("missing", "empty") and on_server(obj):
+        obj.note("note: the upgrade runs in one transaction; take a pg_dump first if you "
+                 "want a copy from before it")
+    elif pending and before.state not in ("missing", "empty"):
         ensure_not_held(obj.db, force=force, what="upgrade")
         if no_backup:
             require_free_space(obj.db.parent, obj.db.stat().st_size, "upgrade")
@@ -73,7 +76,8 @@ def current(obj: Ctx) -> None:
     caps: dict[str, Any] = {}
     if st.state not in ("missing", "empty"):
         with reading(open_engine(obj.db, readonly=True)) as conn:
-            caps = stats.capabilities(conn)
+            caps = (server.capabilities(conn) if on_server(obj)
+                    else stats.capabilities(conn))
     lines = [str(obj.db), f"revision: {st.current or '-'}", f"head:     {st.head}",
              f"state:    {st.describe()}", f"sqlite:   {sqlite3.sqlite_version}"]
     if caps:
