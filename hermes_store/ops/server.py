@@ -19,8 +19,8 @@ from sqlalchemy import Connection, Engine, text
 from hermes_store.db.engine import reading, run_write, vacuum
 from hermes_store.db.migrate import status_of
 from hermes_store.db.models import Base
-from hermes_store.ops.repair import Probe, RepairReport
 from hermes_store.ops import stats
+from hermes_store.ops.repair import Probe, RepairReport
 from hermes_store.ops.stats import Space, SpaceItem, StoreStats, WalState
 from hermes_store.ops.storage import CompactResult, Sizes
 
