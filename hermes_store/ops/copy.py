@@ -76,6 +76,7 @@ _SKIP_TABLES = {"alembic_version", "schema_version", "sqlite_sequence", "sqlite_
                 "sqlite_stat4"}
 _DERIVED_MARKER = re.compile(r"(^fts_|layout|^cjk_)", re.IGNORECASE)
 _OUR_KEYS = {PROGRESS_KEY, DONE_KEY}
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LINKS = "sessions.parent_session_id"
 _BLOB = satypes.LargeBinary().with_variant(satypes.LargeBinary(), "postgresql")
 
@@ -198,6 +199,11 @@ def _prepare(dst: Connection, name: str, src_cols: dict[str, dict[str, Any]],
 
 
 def _q(conn: Connection, name: str) -> str:
+    """A table or column name for DDL, quoted; names outside ``[A-Za-z_][A-Za-z0-9_]*`` are
+    refused rather than trusted."""
+    if not _IDENT.match(name):
+        raise UsageError(f"the source has a table or column named {name!r}, which copy does "
+                         "not put into SQL text; rename it first")
     return str(conn.dialect.identifier_preparer.quote(name))
 
 
@@ -438,12 +444,10 @@ def _high_water(conn: Connection) -> int:
     """The highest message id this store ever handed out (deleted rows included)."""
     top = int(conn.execute(text("SELECT COALESCE(MAX(id), 0) FROM messages")).scalar() or 0)
     if is_server(conn.engine):
-        seq = conn.execute(text("SELECT pg_get_serial_sequence('messages', 'id')")).scalar()
-        if seq:
-            row = conn.execute(text(f"SELECT last_value, is_called FROM {seq}")).first()
-            if row is not None and row[1]:
-                top = max(top, int(row[0]))
-        return top
+        last = conn.execute(text(  # NULL until the sequence handed out a value
+            "SELECT pg_sequence_last_value(pg_get_serial_sequence('messages', 'id')::regclass)"
+        )).scalar()
+        return max(top, int(last)) if last is not None else top
     row = conn.execute(text("SELECT seq FROM sqlite_sequence WHERE name = 'messages'")).first()
     return max(top, int(row[0])) if row and row[0] is not None else top
 
