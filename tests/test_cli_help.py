@@ -81,13 +81,12 @@ def test_constants_kept_beside_the_cli_match_the_library() -> None:
 
 
 _LOADED = """
+import contextlib
 import sys
 from hermes_store.cli import run
 sys.argv = ["hermes-store", *sys.argv[1:]]
-try:
+with contextlib.suppress(SystemExit):
     run()
-except SystemExit:
-    pass
 print(sorted(m for m in ("sqlalchemy", "alembic", "rich") if m in sys.modules),
       file=sys.stderr)
 """

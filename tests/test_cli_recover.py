@@ -237,7 +237,7 @@ def _forward_readable(path: Path, table: str) -> int:
         for _ in con.execute(f"SELECT rowid FROM {table} ORDER BY rowid"):
             n += 1
     except sqlite3.DatabaseError:
-        pass  # the truncation point: what came before is the baseline
+        return n  # the truncation point: what came before is the baseline
     finally:
         con.close()
     return n

@@ -307,7 +307,7 @@ def test_the_payload_must_be_a_list_of_at_most_the_session_cap(db: SessionDB) ->
 
 
 class Unserialisable:
-    pass
+    """An object the JSON encoder refuses."""
 
 
 M = {"role": "user", "content": "x"}
