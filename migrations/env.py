@@ -11,6 +11,10 @@
 * Before an upgrade, a legacy store (``schema_version`` without ``alembic_version``) is stamped at
   the revision equal to its number, and orphan FTS5 shadow tables are dropped, inside the same
   transaction.
+* After an upgrade that reached head, ``hermes_store.ops.adoption.after_upgrade`` runs in the same
+  transaction: missing tables and columns, the agent's one-time data steps, and the agent's
+  ``schema_version`` stamp (docs/v21.md#open-time-behaviour). Every way of upgrading (the facade,
+  ``hermes-store upgrade``, ``alembic upgrade``) so leaves the same file.
 * Autogenerate compares only the modelled tables: FTS5 virtual tables and their shadow tables,
   views, the legacy ``schema_version``, the PostgreSQL search columns and indexes, and tables or
   columns a newer upstream release added are not ours to diff (or drop).
@@ -51,9 +55,15 @@ def _run(connection) -> None:
         compare_type=True,
     )
     with context.begin_transaction():
-        if _is_upgrade():
+        upgrading = _is_upgrade()
+        if upgrading:
             migrate.prepare_for_upgrade(connection, context.get_context(), context.script)
         context.run_migrations()
+        if upgrading and context.get_context().get_current_revision() == \
+                context.script.get_current_head():
+            from hermes_store.ops import adoption
+
+            adoption.after_upgrade(connection)
 
 
 def run_migrations_online() -> None:

@@ -174,8 +174,8 @@ def test_an_index_out_of_step_with_its_table_is_reindexed(store: Path) -> None:
 
 # --------------------------------------------------------------------------- missing layout objects
 
-WORD_INDEX = ["messages_fts", "messages_fts_ai", "messages_fts_bd", "messages_fts_bu",
-              "messages_fts_au"]
+WORD_INDEX = ["messages_fts", "messages_fts_insert", "messages_fts_delete",
+              "messages_fts_bu", "messages_fts_update"]
 CJK_INDEX = ["messages_cjk", "messages_cjk_pending", "messages_fts_cjk", "messages_cjk_ai",
              "messages_cjk_ad", "messages_cjk_au", "messages_cjk_pending_ai",
              "messages_cjk_pending_au", "messages_cjk_ad_messages", "messages_cjk_session_au",

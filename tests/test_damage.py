@@ -175,14 +175,14 @@ def _rows_and_counters(path: Path) -> tuple[int, dict[str, int]]:
 
 def test_an_index_whose_triggers_outlived_it_fails_appends_loudly_until_repair(
         loaded_store: Path) -> None:
-    con = sqlite3.connect(loaded_store)
-    con.execute("DROP TABLE messages_fts")  # its triggers on messages stay behind
-    con.commit()
-    con.close()
-    total_before, _ = _rows_and_counters(loaded_store)
-
-    with SessionDB(loaded_store) as db:  # reads still work, so opening does too
-        sid = db.list_sessions_rich(limit=1)[0]["id"]
+    # Dropped under a running store (an open puts a missing index back: it would not fail).
+    with SessionDB(loaded_store) as db:
+        con = sqlite3.connect(loaded_store)
+        con.execute("DROP TABLE messages_fts")  # its triggers on messages stay behind
+        con.commit()
+        con.close()
+        total_before, _ = _rows_and_counters(loaded_store)
+        sid = db.list_sessions_rich(limit=1)[0]["id"]  # reads still work
         with pytest.raises(sqlite3.OperationalError, match="hermes-store repair") as info:
             db.append_message(sid, "user", "lost unless the error is loud")
         assert isinstance(info.value, StoreDamagedError)

@@ -1,6 +1,9 @@
 """The package's rooms and the one direction of its arrows (docs/architecture.md).
 
-content/errors/paths/version  <-  db  <-  repo  <-  {search, ops, transfer}  <-  {facade, compat, cli}
+content/errors/paths/version  <-  db  <-  repo  <-  {search, ops, transfer}  <-  {facade, cli}
+                                                                              <-  compat
+
+``compat`` is a face over the facade: the agent's module name for ``SessionDB`` and the rest.
 
 Every import counts, including those inside functions: an import deferred to call time is still
 an arrow, and a cycle hidden that way is still a cycle.
@@ -21,7 +24,7 @@ MAX_LINES = 600
 
 BOTTOM = {"content", "errors", "paths", "version"}
 GROUP_LAYER = {"db": 1, "repo": 2, "search": 3, "ops": 3, "transfer": 3,
-               "facade": 4, "compat": 4, "cli": 4}
+               "facade": 4, "cli": 4, "compat": 5}
 # Old top-level import paths kept for one release; they are faces, not rooms.
 ALIASES = {"engine", "migrate", "maintenance", "lineage"}
 # Where the schema catalog (what exists in the database) may be read.

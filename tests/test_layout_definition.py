@@ -62,12 +62,12 @@ def test_dropped_objects_come_back_with_the_head_definition(head_db: Path) -> No
     con = sqlite3.connect(head_db)
     with con:
         con.execute("DROP TABLE messages_fts")
-        con.execute("DROP TRIGGER messages_fts_ai")
+        con.execute("DROP TRIGGER messages_fts_insert")
         con.execute("DROP VIEW messages_search_scope")
     con.close()
     engine = open_engine(head_db)
     assert run_write(engine, layout.missing_objects) == [
-        "messages_search_scope", "messages_fts", "messages_fts_ai"]
+        "messages_search_scope", "messages_fts", "messages_fts_insert"]
     assert run_write(engine, layout.recreate_missing) == [
-        "messages_search_scope", "messages_fts", "messages_fts_ai"]
+        "messages_search_scope", "messages_fts", "messages_fts_insert"]
     assert run_write(engine, layout.missing_objects) == []

@@ -41,6 +41,7 @@ _RELATIONS = "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
 _HAS = "SELECT 1 FROM sqlite_master WHERE type = ? AND name = ?"
 _TABLE_SQL = "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?"
 _TABLE_DEFINITIONS = "SELECT name, sql FROM sqlite_master WHERE type = 'table'"
+_TRIGGERS = "SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"
 # The table-valued form binds the name: no identifier is ever spliced into the text.
 _COLUMNS = "SELECT name, type FROM pragma_table_info(?)"
 _WINDOW = f"SELECT lo, hi FROM {BACKFILL_WINDOW_VIEW}"
@@ -125,6 +126,11 @@ def table_sql(conn: Reader, name: str) -> str | None:
 def table_definitions(conn: Reader) -> dict[str, str]:
     """``{table: CREATE statement}`` for every table."""
     return {r[0]: r[1] or "" for r in _rows(conn, _TABLE_DEFINITIONS)}
+
+
+def triggers(conn: Reader) -> list[tuple[str, str]]:
+    """``(name, CREATE statement)`` of every trigger (SQLite)."""
+    return [(r[0], r[1] or "") for r in _rows(conn, _TRIGGERS)]
 
 
 def columns(conn: Reader, table: str) -> list[Column]:
@@ -305,3 +311,13 @@ def drop_duplicate_entries(con: sqlite3.Connection, kind: str, name: str) -> Non
     """Keep the first catalog row of ``(kind, name)`` and delete the others (``writable_schema``
     on, inside the caller's transaction)."""
     con.execute(_DROP_DUPLICATE, (kind, name, kind, name))
+
+
+_DROP_SEARCH_ENTRIES = r"DELETE FROM sqlite_master WHERE name LIKE 'messages\_fts%' ESCAPE '\'"
+
+
+def drop_search_entries(con: sqlite3.Connection) -> None:
+    """Delete every ``messages_fts*`` catalog row (the indexes, their shadow tables, views and
+    triggers) of a file whose search layout no longer parses (``writable_schema`` on, inside the
+    caller's transaction); a VACUUM then frees their pages."""
+    con.execute(_DROP_SEARCH_ENTRIES)

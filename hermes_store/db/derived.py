@@ -14,13 +14,14 @@ transaction. Only objects the store lacks are created; nothing that exists is dr
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
-from hermes_store.db import catalog
 from hermes_store.content import MARKER_BYTES, marker_sql
+from hermes_store.db import catalog, engine
 
 # The trigram tokenizer ships with FTS5 from SQLite 3.34; revision 0015 leaves the trigram
 # objects out on an older runtime, and substring search falls back to LIKE there.
@@ -67,18 +68,22 @@ TRIGRAM_SOURCE_VIEW = """CREATE VIEW messages_fts_trigram_src AS
 SELECT id, text AS content, tool_name FROM messages_search_scope"""
 
 # --------------------------------------------------------------------------- word index (0014)
+# The insert, delete and after-update triggers of both indexes carry the agent's own trigger
+# names (revision 0019): the agent's store runs ``CREATE TRIGGER IF NOT EXISTS
+# messages_fts_insert …`` on every open, and finding the name taken is what keeps it from
+# adding a second writer to our index (docs/mixed-fleets.md).
 
 WORD_INDEX = """CREATE VIRTUAL TABLE messages_fts USING fts5(
     content, tool_name, tool_calls,
     content='messages_fts_src', content_rowid='id'
 )"""
-WORD_AI = """CREATE TRIGGER messages_fts_ai AFTER INSERT ON messages
+WORD_AI = """CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages
 WHEN NOT EXISTS (SELECT 1 FROM fts_backfill_window WHERE new.id > lo AND new.id <= hi)
 BEGIN
     INSERT INTO messages_fts (rowid, content, tool_name, tool_calls)
     SELECT id, content, tool_name, tool_calls FROM messages_fts_src WHERE id = new.id;
 END"""
-WORD_BD = """CREATE TRIGGER messages_fts_bd BEFORE DELETE ON messages
+WORD_BD = """CREATE TRIGGER messages_fts_delete BEFORE DELETE ON messages
 WHEN NOT EXISTS (SELECT 1 FROM fts_backfill_window WHERE old.id > lo AND old.id <= hi)
 BEGIN
     INSERT INTO messages_fts (messages_fts, rowid, content, tool_name, tool_calls)
@@ -93,7 +98,7 @@ BEGIN
     INSERT INTO messages_fts (messages_fts, rowid, content, tool_name, tool_calls)
     SELECT 'delete', id, content, tool_name, tool_calls FROM messages_fts_src WHERE id = old.id;
 END"""
-WORD_AU = """CREATE TRIGGER messages_fts_au
+WORD_AU = """CREATE TRIGGER messages_fts_update
 AFTER UPDATE OF content, tool_name, tool_calls, role, id ON messages
 WHEN (old.content IS NOT new.content OR old.tool_name IS NOT new.tool_name
       OR old.tool_calls IS NOT new.tool_calls OR old.role IS NOT new.role OR old.id IS NOT new.id)
@@ -118,13 +123,13 @@ TRIGRAM_INDEX = """CREATE VIRTUAL TABLE messages_fts_trigram USING fts5(
     content, tool_name,
     content='messages_fts_trigram_src', content_rowid='id', tokenize='trigram'
 )"""
-TRIGRAM_AI = f"""CREATE TRIGGER messages_fts_trigram_ai AFTER INSERT ON messages
+TRIGRAM_AI = f"""CREATE TRIGGER messages_fts_trigram_insert AFTER INSERT ON messages
 WHEN new.role IS NOT 'tool' AND {_OUTSIDE_WINDOW.format(id="new.id")}
 BEGIN
     INSERT INTO messages_fts_trigram (rowid, content, tool_name)
     SELECT id, content, tool_name FROM messages_fts_trigram_src WHERE id = new.id;
 END"""
-TRIGRAM_BD = f"""CREATE TRIGGER messages_fts_trigram_bd BEFORE DELETE ON messages
+TRIGRAM_BD = f"""CREATE TRIGGER messages_fts_trigram_delete BEFORE DELETE ON messages
 WHEN old.role IS NOT 'tool' AND {_OUTSIDE_WINDOW.format(id="old.id")}
 BEGIN
     INSERT INTO messages_fts_trigram (messages_fts_trigram, rowid, content, tool_name)
@@ -137,7 +142,7 @@ BEGIN
     INSERT INTO messages_fts_trigram (messages_fts_trigram, rowid, content, tool_name)
     SELECT 'delete', id, content, tool_name FROM messages_fts_trigram_src WHERE id = old.id;
 END"""
-TRIGRAM_AU = f"""CREATE TRIGGER messages_fts_trigram_au
+TRIGRAM_AU = f"""CREATE TRIGGER messages_fts_trigram_update
 AFTER UPDATE OF content, tool_name, role, session_id, id ON messages
 WHEN {_TRIGRAM_CHANGED} AND {_OUTSIDE_WINDOW.format(id="new.id")}
 BEGIN
@@ -241,14 +246,17 @@ OBJECTS: tuple[LayoutObject, ...] = (
     LayoutObject("table", "messages_fts", WORD_INDEX),
     LayoutObject("table", "messages_fts_trigram", TRIGRAM_INDEX, trigram=True),
     LayoutObject("table", "messages_fts_cjk", CJK_INDEX),
-    LayoutObject("trigger", "messages_fts_ai", WORD_AI),
-    LayoutObject("trigger", "messages_fts_bd", WORD_BD),
+    LayoutObject("trigger", "messages_fts_insert", WORD_AI),
+    LayoutObject("trigger", "messages_fts_delete", WORD_BD),
     LayoutObject("trigger", "messages_fts_bu", WORD_BU),
-    LayoutObject("trigger", "messages_fts_au", WORD_AU),
-    LayoutObject("trigger", "messages_fts_trigram_ai", TRIGRAM_AI, trigram=True),
-    LayoutObject("trigger", "messages_fts_trigram_bd", TRIGRAM_BD, trigram=True),
+    LayoutObject("trigger", "messages_fts_update", WORD_AU),
+    LayoutObject("trigger", "messages_fts_trigram_insert", TRIGRAM_AI,
+                 trigram=True),
+    LayoutObject("trigger", "messages_fts_trigram_delete", TRIGRAM_BD,
+                 trigram=True),
     LayoutObject("trigger", "messages_fts_trigram_bu", TRIGRAM_BU, trigram=True),
-    LayoutObject("trigger", "messages_fts_trigram_au", TRIGRAM_AU, trigram=True),
+    LayoutObject("trigger", "messages_fts_trigram_update", TRIGRAM_AU,
+                 trigram=True),
     LayoutObject("trigger", "messages_fts_trigram_session_bu", TRIGRAM_SESSION_BU, trigram=True),
     LayoutObject("trigger", "messages_fts_trigram_session_au", TRIGRAM_SESSION_AU, trigram=True),
     LayoutObject("trigger", "messages_fts_trigram_session_bd", TRIGRAM_SESSION_BD, trigram=True),
@@ -364,3 +372,67 @@ $$"""),
     (PG_PENDING_INDEX, f"""CREATE INDEX {PG_PENDING_INDEX} ON messages (id)
     WHERE search_cjk IS NULL AND role IS DISTINCT FROM 'tool'"""),
 )
+
+# --------------------------------------------------------------------------- index writers
+
+# Tables our triggers keep in step with ``messages``: a trigger of another name writing to one
+# of them is a second writer (another program's, usually an agent of another release).
+INDEX_TABLES = ("messages_fts", "messages_fts_trigram", "messages_fts_cjk", "messages_cjk",
+                "messages_cjk_pending")
+_VIRTUAL = re.compile(r"^\s*CREATE\s+VIRTUAL\s+TABLE\b.*?\bUSING\s+(\w+)",
+                      re.IGNORECASE | re.DOTALL)
+# Tables a trigger body writes to: INSERT INTO t, DELETE FROM t, UPDATE t, REPLACE INTO t.
+_WRITES = re.compile(
+    r"\b(?:INSERT\s+(?:OR\s+\w+\s+)?INTO|REPLACE\s+INTO|DELETE\s+FROM|UPDATE(?:\s+OR\s+\w+)?)"
+    r"\s+(?:main\s*\.\s*)?[\"`\[]?([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
+
+
+def is_fts5(table_sql: str | None) -> bool:
+    """Whether a table's ``CREATE`` statement makes an FTS5 virtual table."""
+    found = _VIRTUAL.match(table_sql or "")
+    return found is not None and found.group(1).lower() == engine.FTS5_MODULE.lower()
+
+
+def _normal(sql: str) -> str:
+    return re.sub(r"\s+", " ", sql).strip()
+
+
+def written_tables(trigger_sql: str) -> set[str]:
+    """Lower-cased names of the tables a trigger's body writes to."""
+    body = re.split(r"\bBEGIN\b", trigger_sql or "", maxsplit=1, flags=re.IGNORECASE)
+    return {t.lower() for t in _WRITES.findall(body[1] if len(body) > 1 else "")}
+
+
+def foreign_index_triggers(conn: Connection) -> list[str]:
+    """Triggers writing to one of our indexes that are not the head layout's own (by name and
+    definition): each makes every write index a row a second time, or what we leave out."""
+    ours = {o.name: _normal(o.sql) for o in expected_objects() if o.type == "trigger"}
+    found = []
+    for name, sql in catalog.triggers(conn):
+        if ours.get(name) == _normal(sql or ""):
+            continue
+        if written_tables(sql or "") & set(INDEX_TABLES):
+            found.append(name)
+    return sorted(found)
+
+
+def fts5_writers(conn: Connection) -> list[str]:
+    """Triggers writing to an FTS5 table: each makes a write fail on a runtime without FTS5."""
+    fts5 = {n.lower() for n, sql in catalog.table_definitions(conn).items() if is_fts5(sql)}
+    return sorted(name for name, sql in catalog.triggers(conn)
+                  if written_tables(sql or "") & fts5)
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def quote_name(name: str) -> str:
+    """A schema object's name, double-quoted; anything but a plain identifier is refused."""
+    if not _IDENTIFIER.fullmatch(name):
+        raise ValueError(f"refusing a schema object with an odd name: {name!r}")
+    return f'"{name}"'
+
+
+def drop_triggers(conn: Connection, names: list[str]) -> None:
+    for name in names:
+        conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {quote_name(name)}")

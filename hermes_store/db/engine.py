@@ -18,6 +18,8 @@ the tests all get the same behaviour:
   rather than an attempt count (a sibling holding the lock for seconds must not exhaust us, and
   identical back-off would make writers queue in convoys);
 * WAL, ``foreign_keys=ON``, ``journal_size_limit`` 64 MiB, a PASSIVE checkpoint every 50 writes;
+  ``DELETE`` journaling only where the filesystem refuses WAL's locks (:func:`apply_wal_with_fallback`,
+  which the agent also calls on its other databases);
 * new database files (and so their ``-wal``/``-shm``, which SQLite creates with the main file's
   mode) and the writer lock file are 0600;
 * opening an existing store writes nothing: the pragmas used are per-connection, and the journal
@@ -27,11 +29,12 @@ the tests all get the same behaviour:
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import random
-import re
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -43,16 +46,17 @@ from sqlalchemy import Connection, Engine, create_engine, event, exc
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
 
-from hermes_store.db import postgres
-from hermes_store.db import writer_queue
+from hermes_store.db import postgres, writer_queue
+from hermes_store.db.sqlite_driver import (  # noqa: F401 - re-exported from their old home
+    _decode_text,
+    is_full_error,
+    is_lock_error,
+    is_malformed_db_error,
+    unwrap,
+)
 from hermes_store.errors import (
     BackendNotSupportedError,
-    HermesStoreError,
-    SchemaMismatchError,
-    SearchIndexMissingError,
     StoreBusyError,
-    StoreDamagedError,
-    StoreFullError,
     StoreNotFoundError,
     StoreReplacedError,
 )
@@ -75,10 +79,12 @@ FILE_MODE = 0o600
 READ_COMMITTED = postgres.READ_COMMITTED
 
 _BEGIN_MODES = frozenset({"DEFERRED", "IMMEDIATE", "EXCLUSIVE"})
-# Errors that mean "this filesystem cannot do WAL" (network and FUSE mounts).
-_WAL_UNSUPPORTED = ("locking protocol", "not authorized", "disk i/o error")
-# A derived search table that is gone while its triggers remain: every append then fails.
-_SEARCH_TABLE_MISSING = re.compile(r"no such table: (?:main\.)?(messages_(?:fts|cjk)\w*)")
+# Errors that mean "this filesystem cannot do WAL's shared-memory locks" (network and FUSE
+# mounts). "disk I/O error" is not one of them: it can be transient, and one process falling back
+# to DELETE while others keep WAL corrupts the file (docs/v21.md#open-time-behaviour).
+_WAL_UNSUPPORTED = ("locking protocol", "not authorized")
+# Bytes 18 and 19 of the database header are 2 when the file is in WAL mode.
+_HEADER_WAL = b"\x02\x02"
 
 T = TypeVar("T")
 
@@ -89,7 +95,6 @@ class _FileState:
 
     write_lock: threading.RLock = field(default_factory=threading.RLock)
     writes: int = 0
-    wal_warned: bool = False
     # False once the filesystem refused an OS lock: writes then rely on the busy timeout alone.
     queue_usable: bool = True
     # Writes nested in the thread holding ``write_lock``: only the outermost takes the OS lock
@@ -100,6 +105,7 @@ class _FileState:
 _registry_lock = threading.Lock()
 _engines: dict[tuple[str, bool], Engine] = {}
 _files: dict[str, _FileState] = {}
+_wal_warned: set[str] = set()
 
 
 def _file_state(path: str) -> _FileState:
@@ -108,70 +114,6 @@ def _file_state(path: str) -> _FileState:
         return state
     with _registry_lock:
         return _files.setdefault(path, _FileState())
-
-
-# --------------------------------------------------------------------------- errors
-
-
-def _sqlite_error(err: BaseException) -> BaseException:
-    """The DB-API exception behind a SQLAlchemy wrapper (or the error itself)."""
-    return err.orig if isinstance(err, exc.DBAPIError) and err.orig is not None else err
-
-
-def is_lock_error(err: BaseException) -> bool:
-    inner = _sqlite_error(err)
-    if not isinstance(inner, sqlite3.OperationalError) or isinstance(inner, StoreBusyError):
-        return False
-    code = getattr(inner, "sqlite_errorcode", None)
-    if code is not None:
-        return (code & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-    # Only an error without a code is judged by its text: "no such table: blocked_users" or a
-    # trigger's RAISE mentioning "busy" must fail at once, not be retried for the whole budget.
-    text = str(inner).lower()
-    return "database is locked" in text or "database table is locked" in text or "busy" in text
-
-
-def is_full_error(err: BaseException) -> bool:
-    inner = _sqlite_error(err)
-    code = getattr(inner, "sqlite_errorcode", None)
-    return (code is not None and (code & 0xFF) == sqlite3.SQLITE_FULL) or (
-        "database or disk is full" in str(inner).lower()
-    )
-
-
-def unwrap(err: BaseException, path: str | None = None) -> BaseException:
-    """Translate a driver error into what our callers are promised.
-
-    SQLAlchemy wraps sqlite3 errors; v11 callers catch the ``sqlite3`` classes, so we hand
-    those back, and turn a few conditions into our own (still ``sqlite3``-derived) types,
-    naming the store's ``path`` in the advice when it is known.
-    """
-    inner = _sqlite_error(err)
-    if isinstance(inner, HermesStoreError):
-        return inner  # already translated by the connect hook: wrapping again repeats the advice
-    missing = _SEARCH_TABLE_MISSING.search(str(inner))
-    if isinstance(inner, sqlite3.OperationalError) and missing:
-        return SearchIndexMissingError(
-            f"{inner}: the search index {missing.group(1)} is missing (the messages themselves "
-            "are intact); run `hermes-store repair` to restore it")
-    if is_full_error(inner):
-        return StoreFullError(f"the database or disk is full; the write was rolled back ({inner})")
-    text = str(inner).lower()
-    if isinstance(inner, sqlite3.DatabaseError) and (
-        "file is not a database" in text or "malformed" in text
-    ):
-        store = f"the store {path}" if path else "the store"
-        return StoreDamagedError(
-            f"{inner}: {store} is damaged; run `hermes-store repair --check-only` on it, then "
-            f"`hermes-store recover --source {path or 'PATH'} --output NEW.db`"
-        )
-    if isinstance(inner, sqlite3.OperationalError) and text.startswith("no such column"):
-        # The code reads a column the file lacks: a store not yet upgraded (legacy or behind).
-        return SchemaMismatchError(
-            f"{inner}: the store{f' at {path}' if path else ''} lacks columns this code reads; "
-            "if it was not upgraded, run `hermes-store upgrade` (`hermes-store current` says "
-            "where it stands)")
-    return inner
 
 
 # --------------------------------------------------------------------------- opening
@@ -188,39 +130,96 @@ def _ensure_file(path: Path) -> None:
     os.close(fd)
 
 
-def _set_wal(dbapi: sqlite3.Connection, path: str) -> None:
-    mode = dbapi.execute("PRAGMA journal_mode").fetchone()[0]
-    if str(mode).lower() in ("wal", "memory"):
-        return
+def _on_disk_mode_is_wal(conn: sqlite3.Connection) -> bool:
+    """Whether the file itself says WAL: the journal mode if it reads, else the header bytes."""
     try:
-        dbapi.execute("PRAGMA journal_mode=WAL")
-    except sqlite3.OperationalError as err:
+        return str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
+    except sqlite3.Error:
+        pass
+    try:
+        row = next((r for r in conn.execute("PRAGMA database_list") if r[1] == "main"), None)
+        if row is None or not row[2]:
+            return False
+        with open(row[2], "rb") as fh:
+            fh.seek(18)
+            return fh.read(2) == _HEADER_WAL
+    except (OSError, sqlite3.Error):
+        return False
+
+
+def _durable_on_macos(conn: sqlite3.Connection) -> None:
+    # macOS's fsync does not reach the platter; F_FULLFSYNC does (best effort: a pragma this
+    # build lacks is simply ignored).
+    if sys.platform != "darwin":
+        return
+    for pragma in ("PRAGMA checkpoint_fullfsync=1", "PRAGMA synchronous=FULL"):
+        try:
+            conn.execute(pragma)
+        except sqlite3.Error:
+            pass
+
+
+def apply_wal_with_fallback(conn: sqlite3.Connection, *, db_label: str = "state.db") -> str:
+    """Put any raw connection in WAL mode; ``"delete"`` only where the filesystem refuses WAL.
+
+    A file already in WAL is left alone: setting the mode again can unlink sidecars other
+    processes hold. On ``locking protocol``/``not authorized`` (NFS, SMB, FUSE) the connection
+    falls back to ``DELETE`` and warns once per ``db_label`` per process, unless the file is
+    in WAL already (other processes use it that way: downgrading one of them corrupts it).
+    Every other error propagates, ``disk I/O error`` included.
+    """
+    try:
+        if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+            _durable_on_macos(conn)
+            return "wal"
+    except sqlite3.Error:
+        pass  # the setting pragma below reports the real problem
+    try:
+        conn.execute("PRAGMA journal_mode=WAL").fetchall()
+    except sqlite3.Error as err:
         if not any(s in str(err).lower() for s in _WAL_UNSUPPORTED):
             raise
-        state = _file_state(path)
-        if not state.wal_warned:
-            state.wal_warned = True
-            log.warning("WAL is not supported for %s (%s); using journal_mode=DELETE", path, err)
-        dbapi.execute("PRAGMA journal_mode=DELETE")
+        if _on_disk_mode_is_wal(conn):
+            raise
+        with _registry_lock:
+            first = db_label not in _wal_warned
+            _wal_warned.add(db_label)
+        if first:
+            log.warning("%s: WAL is not supported here (%s); using journal_mode=DELETE",
+                        db_label, err)
+        conn.execute("PRAGMA journal_mode=DELETE").fetchall()
+        return "delete"
+    _durable_on_macos(conn)
+    return "wal"
 
 
-class UndecodableText(str):
-    """Stored text that is not valid UTF-8: reads as replacement characters, keeps ``raw``.
-
-    Readers that must be lossless (the jsonl backup) export ``raw``; everything else just sees
-    a string.
-    """
-
-    raw: bytes
+def _set_wal(dbapi: sqlite3.Connection, path: str) -> None:
+    # An in-memory database has no WAL to set (and nothing to fall back from).
+    if str(dbapi.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "memory":
+        return
+    apply_wal_with_fallback(dbapi, db_label=path)
 
 
-def _decode_text(raw: bytes) -> str:
+# The module the search indexes are built on. A constant, so that tests can name a module this
+# runtime lacks and see exactly what a SQLite built without FTS5 does to an open.
+FTS5_MODULE = "fts5"
+
+
+def fts5_available() -> bool:
+    """Whether this runtime's SQLite has FTS5 (a property of the library, probed in memory)."""
+    return _module_available(FTS5_MODULE)
+
+
+@functools.cache
+def _module_available(module: str) -> bool:
+    con = sqlite3.connect(":memory:")
     try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        text = UndecodableText(raw.decode("utf-8", "replace"))
-        text.raw = raw
-        return text
+        con.execute(f"CREATE VIRTUAL TABLE probe USING {module}(x)")
+        return True
+    except sqlite3.Error:
+        return False
+    finally:
+        con.close()
 
 
 def _connect_factory(path: str, readonly: bool) -> Callable[[], sqlite3.Connection]:
@@ -449,7 +448,7 @@ def _retrying(engine: Engine, attempt: Callable[[], T], *, budget: float, what: 
                 return attempt()
         except writer_queue.QueueTimeout:
             raise _busy(what, time.monotonic() - start, attempts) from None
-        except Exception as err:  # noqa: BLE001 - classified below
+        except Exception as err:
             if not retryable(err):
                 translated = _translate(engine, err)
                 if translated is err:

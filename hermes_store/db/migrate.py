@@ -16,19 +16,26 @@ A PostgreSQL store walks the same chain: the legacy SQLite revisions and the FTS
 there, revision 0012 creates its tables, and later revisions branch on the dialect inside. There
 is no legacy adoption on a server (the agent never wrote one).
 
-``schema_version`` is kept. The legacy revisions keep it in step up to 11, exactly as the agent's
-store did, and after that it is frozen (a store adopted from a newer upstream release keeps its
-own number). Nothing of ours reads it except to adopt; ``alembic_version`` is the truth. Keeping
-it loses nothing, and tools that print it still work.
+``schema_version`` is kept for the agents that share the file. The legacy revisions keep it in
+step up to 11, exactly as the agent's store did; an upgrade to head then stamps it
+``AGENT_SCHEMA_VERSION`` (21) unless it is higher already, so an agent of the v21 line opening
+the file finds nothing to migrate (docs/mixed-fleets.md). Nothing of ours reads it except to
+adopt; ``alembic_version`` is the truth.
+
+After the revisions, :func:`reconcile` adds what the models declare and the file lacks (tables,
+columns, indexes), whatever the stamps say: a legacy file stamped 11 without ``state_meta`` is
+stamped at revision 0011 and would otherwise stay without it (docs/v21.md#open-time-behaviour).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -36,7 +43,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
 
-from hermes_store.db import catalog
+from hermes_store.db import catalog, postgres
 from hermes_store.db.engine import (
     READ_COMMITTED,
     lock_for_migration,
@@ -49,6 +56,8 @@ from hermes_store.errors import SchemaMismatchError, StoreNotFoundError
 from hermes_store.paths import StoreLocation, resolve_location
 
 Target = str | os.PathLike[str] | URL | StoreLocation | Engine | None
+
+log = logging.getLogger(__name__)
 
 # schema_version N -> the revision that reproduces layout N.
 LEGACY_REVISIONS: dict[int, str] = {
@@ -67,10 +76,18 @@ LEGACY_REVISIONS: dict[int, str] = {
 # Newer upstream releases (12…31) are adopted at v11: their extra tables and columns are kept,
 # and our later revisions add only what is missing.
 LEGACY_MAX_KNOWN = 11
+# The legacy version whose revision (0008) creates state_meta.
+STATE_META_SINCE = 8
+# The number the agent's v21 line writes; below it, that agent re-runs its own migrations.
+AGENT_SCHEMA_VERSION = 21
+# Modelled tables that only an explicit opt-in creates (the agent's Telegram topic mode: an older
+# bot must keep running on an upgraded store), so neither an open nor reconcile adds them.
+OPT_IN_TABLES = frozenset({"telegram_dm_topic_mode", "telegram_dm_topic_bindings"})
 
 UPGRADE_BUDGET_S = 60.0
-# Modelled tables that only an explicit opt-in creates (db/topics.py), never an upgrade.
-OPT_IN_TABLES = frozenset({"telegram_dm_topic_mode", "telegram_dm_topic_bindings"})
+# Alembic's ``op`` and ``context`` are process-wide proxies: one upgrade per process at a time
+# (two stores opened by two threads would run each other's statements; other processes take
+# turns through the database's own lock).
 _ALEMBIC_LOCK = threading.Lock()
 DERIVED_NAME_PREFIXES = catalog.DERIVED_NAME_PREFIXES
 is_derived_name = catalog.is_derived_name
@@ -124,6 +141,8 @@ class SchemaStatus:
         if self.state == "behind":
             return f"behind ({len(self.pending)} pending: {', '.join(self.pending)})"
         if self.state == "legacy":
+            if self.legacy_version is None:
+                return "legacy (Hermes schema_version empty)"
             return f"legacy (Hermes schema_version={self.legacy_version})"
         if self.state == "ahead":
             return f"ahead (unknown revision {self.current})"
@@ -193,7 +212,8 @@ def pending_revisions(st: SchemaStatus, revision: str = "head", *,
 # --------------------------------------------------------------------------- upgrade
 
 
-def _refuse(st: SchemaStatus) -> None:
+def refuse(st: SchemaStatus) -> None:
+    """Raise for a store no upgrade may touch (a newer code's revision, or not ours)."""
     if st.state == "ahead":
         raise SchemaMismatchError(
             f"the store is at revision {st.current}, which this hermes_store does not know "
@@ -218,7 +238,7 @@ def upgrade(target: Target = None, revision: str = "head", *,
     engine = target if isinstance(target, Engine) else open_engine(resolve_location(target))
     with reading(engine) as conn:
         before = status_of(conn, location)
-    _refuse(before)
+    refuse(before)
     if before.state == "up-to-date" and revision == "head":
         return before
 
@@ -227,8 +247,6 @@ def upgrade(target: Target = None, revision: str = "head", *,
         cfg.attributes["hermes_adopt"] = True
         command.upgrade(cfg, revision)
 
-    # Alembic keeps its running environment in module globals: one upgrade per process at a
-    # time (other processes take turns through the database's own lock).
     with _ALEMBIC_LOCK:
         run_write(engine, unit, budget=UPGRADE_BUDGET_S, what="upgrade",
                   isolation=READ_COMMITTED)
@@ -249,6 +267,9 @@ def include_name(name: str | None, type_: str, parent_names: dict[str, Any]) -> 
 
 def include_object(obj: Any, name: str | None, type_: str, reflected: bool,
                    compare_to: Any) -> bool:
+    # Search columns and indexes (:data:`DERIVED_NAME_PREFIXES`) are never drift.
+    if type_ != "table" and is_derived_name(name):
+        return False
     # Columns and indexes a newer upstream release added are carried through untouched, so
     # their presence is not drift.
     if reflected and compare_to is None and type_ in (
@@ -262,16 +283,15 @@ def include_object(obj: Any, name: str | None, type_: str, reflected: bool,
     # way), so a model key with ON DELETE would never match what the file really has.
     return not (type_ == "foreign_key_constraint" and not reflected
                 and getattr(obj, "ondelete", None) is not None)
-    if type_ != "table" and is_derived_name(name):
-        return False
-    return not (reflected and compare_to is None
-                and type_ in ("column", "index", "unique_constraint", "foreign_key_constraint"))
 
 
 def check(target: Target = None) -> list[Any]:
-    """Autogenerate differences between the models and the store (``[]`` means none)."""
+    """Autogenerate differences between the models and the store (``[]`` means none), then, on
+    SQLite, ``("foreign_index_trigger", name)`` for each trigger of another program writing to
+    our search indexes at head (an agent of another release adds them; docs/mixed-fleets.md)."""
     from alembic.autogenerate import compare_metadata
 
+    from hermes_store.db import derived
     from hermes_store.db.models import Base
 
     engine = target if isinstance(target, Engine) else open_engine(
@@ -281,7 +301,11 @@ def check(target: Target = None) -> list[Any]:
             "include_name": include_name, "include_object": include_object,
             "compare_type": True, "target_metadata": Base.metadata})
         diffs = list(compare_metadata(ctx, Base.metadata))
-        return [d for d in diffs if not _dialect_fact(d, conn.dialect.name)]
+        found: list[Any] = [d for d in diffs if not _dialect_fact(d, conn.dialect.name)]
+        if conn.dialect.name == "sqlite" and status_of(conn).at_head:
+            found += [("foreign_index_trigger", name)
+                      for name in derived.foreign_index_triggers(conn)]
+        return found
 
 
 def _dialect_fact(diff: Any, dialect: str) -> bool:
@@ -304,16 +328,26 @@ def prepare_for_upgrade(conn: Connection, context: MigrationContext,
     """Called by env.py inside the upgrade transaction, before any revision runs."""
     lock_for_migration(conn)
     if conn.dialect.name != "sqlite":
+        postgres.prepare_version_table(conn)
         return
     drop_orphan_fts_shadows(conn)
     tables = catalog.relations(conn)
     if "alembic_version" in tables or "schema_version" not in tables:
         return
     version = conn.exec_driver_sql("SELECT MAX(version) FROM schema_version").scalar()
+    if version is None:
+        # An empty schema_version counts as current (the agent's SCHEMA_SQL leaves it empty):
+        # adopted like a newer release, reconciled column by column.
+        version = AGENT_SCHEMA_VERSION
     if not isinstance(version, int) or version < 1:
         raise SchemaMismatchError(f"schema_version holds {version!r}, not a Hermes version",
                                   state="unknown")
     context.stamp(script, LEGACY_REVISIONS[min(version, LEGACY_MAX_KNOWN)])
+    if version >= STATE_META_SINCE:
+        # Stamped past the revision that creates it, yet some files lack it; the revisions
+        # after the stamp read it (docs/v21.md#open-time-behaviour).
+        conn.exec_driver_sql(
+            "CREATE TABLE IF NOT EXISTS state_meta (key TEXT PRIMARY KEY, value TEXT)")
 
 
 def drop_orphan_fts_shadows(conn: Connection) -> list[str]:
@@ -328,3 +362,122 @@ def drop_orphan_fts_shadows(conn: Connection) -> list[str]:
     for shadow in dropped:
         conn.exec_driver_sql(f'DROP TABLE "{shadow}"')
     return dropped
+
+
+# --------------------------------------------------------------------------- reconcile
+
+
+def _modelled_tables() -> list[sa.Table]:
+    from hermes_store.db.models import Base
+
+    return [t for t in Base.metadata.sorted_tables if t.name not in OPT_IN_TABLES]
+
+
+def _column_ddl(conn: Connection, column: sa.Column[Any]) -> str | None:
+    """``name TYPE [NOT NULL] [DEFAULT x]`` for ``ALTER TABLE ADD COLUMN``; None when the column
+    cannot be added to a table with rows (NOT NULL without a default)."""
+    default = column.server_default
+    default_sql = None
+    if isinstance(default, sa.DefaultClause):
+        arg = default.arg
+        default_sql = arg.text if isinstance(arg, sa.TextClause) else repr(arg)
+    if not column.nullable and default_sql is None:
+        return None
+    parts = [conn.dialect.identifier_preparer.quote(column.name),
+             column.type.compile(dialect=conn.dialect)]
+    if not column.nullable:
+        parts.append("NOT NULL")
+    if default_sql is not None:
+        parts.append(f"DEFAULT {default_sql}")
+    return " ".join(parts)
+
+
+def missing_schema(conn: Connection) -> list[str]:
+    """What the models declare and the store lacks: ``table``, ``table.column``, ``index``.
+
+    Reads only. Views and tables of newer upstream releases are not compared (they are kept).
+    """
+    inspector = sa.inspect(conn)
+    present = set(inspector.get_table_names())
+    missing: list[str] = []
+    for table in _modelled_tables():
+        if table.name not in present:
+            missing.append(table.name)
+            continue
+        have = {c["name"] for c in inspector.get_columns(table.name)}
+        missing += [f"{table.name}.{c.name}" for c in table.columns if c.name not in have]
+        indexes = {i["name"] for i in inspector.get_indexes(table.name)}
+        missing += [str(i.name) for i in table.indexes if i.name not in indexes]
+    return missing
+
+
+def reconcile(conn: Connection, *, indexes: bool = True) -> list[str]:
+    """Add, in the caller's transaction, every table, column and index of the models the store
+    lacks (with its type, ``NOT NULL`` and ``DEFAULT``); returns what was added.
+
+    Nothing that exists is altered. An index the data cannot satisfy (a unique title index over
+    duplicate titles) is logged and left out rather than failing the open; so is a column that
+    cannot be added to a table with rows.
+    """
+    wanted = set(missing_schema(conn))
+    if not indexes:
+        wanted = {name for name in wanted if "." in name or name in
+                  {t.name for t in _modelled_tables()}}
+    if not wanted:
+        return []
+    done: list[str] = []
+    tables = _modelled_tables()
+    for table in tables:
+        if table.name in wanted:
+            table.create(conn, checkfirst=True)
+            done.append(table.name)
+            continue
+        for column in table.columns:
+            if f"{table.name}.{column.name}" not in wanted:
+                continue
+            ddl = _column_ddl(conn, column)
+            if ddl is None:
+                log.warning("%s.%s is missing and cannot be added (NOT NULL without a "
+                            "default)", table.name, column.name)
+                continue
+            conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {ddl}"))
+            done.append(f"{table.name}.{column.name}")
+    for table in tables:
+        for index in table.indexes:
+            if index.name not in wanted or table.name in wanted:
+                continue
+            try:
+                with conn.begin_nested():
+                    index.create(conn)
+            except sa.exc.DBAPIError as err:
+                log.warning("index %s not created: %s", index.name, err.orig)
+                continue
+            done.append(str(index.name))
+    return done
+
+
+# --------------------------------------------------------------------------- the agent's stamp
+
+_schema_version = sa.table("schema_version", sa.column("version", sa.Integer))
+
+
+def agent_schema_version(conn: Connection) -> int | None:
+    """The agent's ``schema_version``; None when the table is missing or empty."""
+    if "schema_version" not in sa.inspect(conn).get_table_names():
+        return None
+    value = conn.execute(sa.select(sa.func.max(_schema_version.c.version))).scalar()
+    return int(value) if value is not None else None
+
+
+def stamp_agent_version(conn: Connection) -> bool:
+    """Leave ``schema_version`` at ``AGENT_SCHEMA_VERSION`` or above; True when it was written."""
+    if "schema_version" not in sa.inspect(conn).get_table_names():
+        conn.execute(sa.text("CREATE TABLE schema_version (version INTEGER NOT NULL)"))
+    current = agent_schema_version(conn)
+    if current is None:
+        conn.execute(sa.insert(_schema_version).values(version=AGENT_SCHEMA_VERSION))
+        return True
+    if current < AGENT_SCHEMA_VERSION:
+        conn.execute(sa.update(_schema_version).values(version=AGENT_SCHEMA_VERSION))
+        return True
+    return False

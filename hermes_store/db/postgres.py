@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, exc, text
+from sqlalchemy import Connection, Engine, create_engine, event, exc, inspect, text
 
 from hermes_store.db.dialect import escape_nul, unescape_nul
 from hermes_store.errors import (
@@ -211,6 +211,25 @@ def vacuum(engine: Engine) -> None:
     """``VACUUM (ANALYZE)``: outside any transaction, as PostgreSQL requires."""
     with connect(engine) as conn:
         conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("VACUUM (ANALYZE)")
+
+
+# Alembic creates ``alembic_version.version_num`` as VARCHAR(32): SQLite never enforces the
+# length, PostgreSQL does, and a revision id may be longer (0019_index_triggers_take_agent_names
+# is 36). The table is made, or widened, before Alembic looks for it (idempotent, in the
+# upgrade's transaction behind the migration lock).
+_VERSION_TABLE = ("CREATE TABLE IF NOT EXISTS alembic_version (version_num VARCHAR(255) NOT NULL, "
+                  "CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num))")
+_WIDEN_VERSION = "ALTER TABLE alembic_version ALTER COLUMN version_num TYPE VARCHAR(255)"
+
+
+def prepare_version_table(conn: Connection) -> None:
+    """Leave ``alembic_version`` able to hold any of our revision ids."""
+    conn.execute(text(_VERSION_TABLE))
+    column = next(c for c in inspect(conn).get_columns("alembic_version")
+                  if c["name"] == "version_num")
+    length = getattr(column["type"], "length", None)
+    if length is not None and length < 255:
+        conn.execute(text(_WIDEN_VERSION))
 
 
 def lock_for_migration(conn: Connection) -> None:

@@ -12,7 +12,9 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from hermes_store.db import engine as engine_mod
 from hermes_store.facade import arguments as args
+from hermes_store.facade import opening
 from hermes_store.facade.units import SessionDB, read
 from hermes_store.repo import listing, session_list
 
@@ -94,6 +96,9 @@ def search_messages(db: SessionDB, query: str, source_filter: Sequence[str] | No
     """Search (docs/search.md); rewound rows are hidden unless ``include_inactive``, while
     compacted ones stay findable (docs/v21.md#parameters)."""
     args.page(limit, offset)
+    if not engine_mod.is_server(db.engine) and not engine_mod.fts5_available():
+        opening.note_no_fts5()
+        return []
     from hermes_store.search.statements import (
         search_messages as search,  # imported on use: keeps start-up lean
     )

@@ -10,6 +10,7 @@ bound here like the v21 methods.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import sqlite3
@@ -21,8 +22,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine
 
 from hermes_store.db import engine as engine_mod
-from hermes_store.db import migrate
-from hermes_store.errors import BackendNotSupportedError, SchemaMismatchError
+from hermes_store.errors import BackendNotSupportedError
 from hermes_store.facade import (
     arguments,
     bulk,
@@ -31,12 +31,13 @@ from hermes_store.facade import (
     handoff,
     history,
     importing,
+    opening,
     other,
     topics,
+    upkeep,
 )
 from hermes_store.facade import listing as facade_listing
 from hermes_store.facade import messages as facade_messages
-from hermes_store.ops import storage
 from hermes_store.paths import StoreLocation, resolve_location
 from hermes_store.repo import bigrams, lineage, messages, retention, sessions, titles, usage
 from hermes_store.repo import compression as repo_compression
@@ -63,32 +64,31 @@ class SessionDB:
     _WRITE_RETRY_MAX_S = engine_mod.RETRY_MAX_S
     _CHECKPOINT_EVERY_N_WRITES = engine_mod.CHECKPOINT_EVERY_N_WRITES
 
-    def __init__(self, db_path: str | os.PathLike[str] | StoreLocation | None = None, *,
-                 readonly: bool = False) -> None:
-        """``db_path``: a file path or a URL (``postgresql://…``); ``db_path`` the attribute is
-        the file (None on a server) and ``location`` the store either way."""
+    def __init__(self, db_path: str | os.PathLike[str] | StoreLocation | None = None,
+                 read_only: bool = False, *, readonly: bool | None = None) -> None:
+        """Open (creating, upgrading or adopting) the store: docs/v21.md#open-time-behaviour.
+
+        ``db_path``: a file path or a URL (``postgresql://…``); ``db_path`` the attribute is
+        the file (None on a server) and ``location`` the store either way. ``read_only`` (the
+        v21 keyword; ``readonly`` is the older spelling) opens the store read-only: no schema
+        work, no write lock, and a store behind head is refused.
+        """
         self._closed = True
         self._raw: Any = None
+        self._write_count = itertools.count(1)
+        try:
+            self._open(db_path, bool(read_only or readonly))
+        except Exception as exc:
+            opening.record_init_error(exc)
+            raise
+        self._closed = False
+
+    def _open(self, db_path: str | os.PathLike[str] | StoreLocation | None,
+              read_only: bool) -> None:
         self.location = resolve_location(db_path)
         self.db_path = self.location.path
-        self.readonly = readonly
-        if not readonly and self.db_path is not None:
-            self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        st = migrate.status(self.location)
-        if readonly:
-            if st.state == "missing":
-                engine_mod.open_engine(self.location, readonly=True)  # raises StoreNotFoundError
-            if st.state != "up-to-date":
-                raise SchemaMismatchError(
-                    f"the store at {self.location} is {st.describe()}; run `hermes-store "
-                    "upgrade` (a read-only open never migrates)", state=st.state,
-                    current=st.current, head=st.head)
-            self._engine = engine_mod.open_engine(self.location, readonly=True)
-        else:
-            self._engine = engine_mod.open_engine(self.location)
-            if st.state != "up-to-date":
-                migrate.upgrade(self._engine)
-        self._closed = False
+        self.read_only = self.readonly = read_only
+        self._engine = opening.open_store(self.location, read_only=read_only)
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -142,8 +142,10 @@ class SessionDB:
         # increments): on PostgreSQL they need no serializable isolation and never conflict.
         budget = engine_mod.APPEND_BUDGET_S if append else engine_mod.WRITE_BUDGET_S
         isolation = engine_mod.READ_COMMITTED if append else None
-        return engine_mod.run_write(self.engine, fn, budget=budget, what=what,
-                                    isolation=isolation)
+        result = engine_mod.run_write(self.engine, fn, budget=budget, what=what,
+                                      isolation=isolation)
+        upkeep.after_write(self, next(self._write_count))
+        return result
 
     def _read(self, fn: Callable[[Connection], T]) -> T:
         with engine_mod.reading(self.engine) as conn:
@@ -388,14 +390,13 @@ class SessionDB:
         result = self._write(lambda c: retention.unpin(c, [session_id]), what="unpin")
         return result.changed > 0
 
-    def vacuum(self) -> None:
-        """The v11 name of :func:`hermes_store.ops.storage.compact`: optimise the search
-        indexes, VACUUM, then a TRUNCATE checkpoint (in that order, so the WAL VACUUM wrote is
-        emptied rather than left at the size of the file). On PostgreSQL: VACUUM (ANALYZE)."""
-        if engine_mod.is_server(self.engine):
-            engine_mod.vacuum(self.engine)
-        else:
-            storage.compact(self.engine)
+    def vacuum(self) -> int:
+        """Merge the search indexes, VACUUM, then a TRUNCATE checkpoint (in that order, so the
+        WAL VACUUM wrote is emptied rather than left at the size of the file); returns
+        ``optimize_fts()``'s count (docs/v21.md#behaviour-changes)."""
+        return upkeep.vacuum(self)
+
+    optimize_fts = upkeep.optimize_fts
 
     # ----------------------------------------------------------------- meta
 

@@ -228,6 +228,23 @@ def _probe_layout(conn: Connection) -> Probe:
     return Probe("derived_layout", True, "every view, index and trigger of the head layout")
 
 
+def _probe_foreign(conn: Connection) -> Probe:
+    """Triggers of another program writing to our indexes (an agent of another release adds
+    its own beside ours): every write then indexes a row twice (docs/mixed-fleets.md)."""
+    try:
+        if not _at_head(conn):
+            return Probe("foreign_triggers", True, "not at head: hermes-store upgrade")
+        with conn.begin():
+            foreign = layout.foreign_index_triggers(conn)
+    except exc.DBAPIError as err:
+        return Probe("foreign_triggers", False, f"cannot read the schema: {_message(err)}",
+                     "hermes-store recover --inspect-only")
+    if foreign:
+        return Probe("foreign_triggers", False, "second writers to the search indexes: "
+                     + ", ".join(foreign), "hermes-store repair")
+    return Probe("foreign_triggers", True, "none")
+
+
 def probe_store(path: str | Path, *, full: bool = False) -> list[Probe]:
     """Every probe, in order; stops after the first when the file does not open at all."""
     p = Path(path)
@@ -261,6 +278,7 @@ def probe_store(path: str | Path, *, full: bool = False) -> list[Probe]:
             "; ".join(f"{t} writes to missing {', '.join(g)}" for t, g in dead.items()) or "none",
             "hermes-store repair" if dead else None))
         probes.append(_probe_layout(conn))
+        probes.append(_probe_foreign(conn))
         probes += _probe_fts(conn, catalog.fts5_in(rows))
         tables = {o.name for o in rows if o.type == "table"}
         if {"sessions", "messages"} <= tables:
@@ -274,7 +292,7 @@ def probe_store(path: str | Path, *, full: bool = False) -> list[Probe]:
 # --------------------------------------------------------------------------- fixes
 
 
-def _schema_surgery(path: Path, dups: list[tuple[str, str, int]]) -> list[str]:
+def remove_duplicate_schema_rows(path: Path, dups: list[tuple[str, str, int]]) -> list[str]:
     """Keep the first row of each duplicated (type, name); the file was backed up first."""
     con = sqlite3.connect(path, isolation_level=None)
     try:
@@ -388,6 +406,10 @@ def _fix_in_place(engine: Engine, probes: list[Probe]) -> list[str]:
         for trigger in dead_triggers(catalog.objects(conn)):
             conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {_quote(trigger)}")
             actions.append(f"dropped trigger {trigger} (its target table is gone)")
+        if migrate.status_of(conn).at_head:
+            for trigger in layout.foreign_index_triggers(conn):
+                conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {_quote(trigger)}")
+                actions.append(f"dropped trigger {trigger} (a second writer to a search index)")
         actions.extend(_recreate_layout(conn))
         if actions or any(n.startswith("fts:") or n == "write_probe" for n in failing):
             actions.extend(_rebuild_fts(conn))
@@ -417,7 +439,7 @@ def repair_store(path: str | Path, *, check_only: bool = False, backup: bool = T
         target = backup_path(p, "repair")
         report.backup = [str(f) for f in copy_with_sidecars(p, target)]
     if dups:
-        report.actions += _schema_surgery(p, dups)
+        report.actions += remove_duplicate_schema_rows(p, dups)
         open_engine(p).dispose()  # pooled connections cached the broken schema
     report.actions += _fix_in_place(open_engine(p), probe_store(p, full=full))
     report.after = probe_store(p, full=full)

@@ -451,6 +451,13 @@ def diagnose(conn: Connection, path: Path, *, full: bool = False,
     findings.append(_integrity(conn, full))
     for table in catalog.fts5_tables(conn):
         findings.append(_fts_structure(conn, table))
+    if st.at_head:
+        foreign = layout.foreign_index_triggers(conn)
+        findings.append(Finding(
+            "foreign_triggers", "warn" if foreign else "ok",
+            ("second writers to the search indexes (another program's triggers): "
+             + ", ".join(foreign)) if foreign else "none",
+            "hermes-store repair" if foreign else None))
     stats = None
     try:
         stats = collect(conn, path)

@@ -347,3 +347,14 @@ def rebuild_indexes(conn: Connection) -> None:
             bigrams.index_range(conn, lo, min(lo + BACKFILL_CHUNK, top))
     if "state_meta" in present:
         conn.exec_driver_sql(_CLOSE_WINDOW)
+
+
+def merge_index(conn: Connection, name: str) -> bool:
+    """FTS5 ``optimize`` of one index in the caller's transaction (a short write of its own,
+    where :func:`optimize` holds the lock for all of them); False when the index is absent."""
+    if name not in _OPTIMIZE:
+        raise ValueError(f"{name!r} is not one of the search indexes {INDEXES}")
+    if name not in tables(conn):
+        return False
+    conn.exec_driver_sql(_OPTIMIZE[name])
+    return True

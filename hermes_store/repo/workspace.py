@@ -45,3 +45,13 @@ def backfill_repo_roots(conn: Executor, cwd_to_root: Mapping[str, str]) -> int:
                    or_(sessions.c.git_repo_root.is_(None), sessions.c.git_repo_root == ""))
             .values(git_repo_root=root)).rowcount or 0
     return changed
+
+
+def workspace_key(row: Mapping[str, Any]) -> str | None:
+    """The workspace a session belongs to: its repository root, else its working directory
+    (each stripped; blank counts as absent); the branch is ignored."""
+    for name in ("git_repo_root", "cwd"):
+        value = row.get(name)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None

@@ -26,7 +26,8 @@ from sqlalchemy import (
     select,
 )
 
-from hermes_store.db.engine import UndecodableText, reading
+from hermes_store.db.engine import reading
+from hermes_store.db.sqlite_driver import UndecodableText
 from hermes_store.repo.retention import lineage_of
 
 __all__ = ["MESSAGE_PAGE", "StoreReader"]
