@@ -123,6 +123,65 @@ def test_a_copy_into_sqlite_has_complete_search_indexes(
     assert len(words) == 12
 
 
+_SEARCHABLE = [
+    ("user", "the quick brown fox jumps over the lazy dog", None),
+    ("assistant", "quick thinking saves the day", None),
+    ("user", "a brown bear and a Café au lait", None),
+    ("assistant", "在终端里运行测试", None),
+    ("user", "终端 is where the 测试 run", None),
+    ("assistant", "运行程序之前先写测试用例", None),
+    ("user", "東京タワーに行く予定です", None),
+    ("assistant", "한국어 검색 테스트", None),
+    ("user", [{"type": "text", "text": "a picture of the 终端 and a fox"}], None),
+    ("assistant", "calling the shell", [{"function": {"name": "shell",
+                                                       "arguments": "{\"cmd\": \"测试\"}"}}]),
+    ("tool", "tool output mentions quick 终端 too", None),
+]
+# Latin words, AND, OR, prefix, a phrase, diacritics folded; CJK terms of 1 and 2 characters
+# (the bigram index's two paths) and longer ones, in three scripts.
+_QUERIES = ["quick", "brown fox", "quick OR bear", "qui*", '"quick brown"', "cafe", "fox",
+            "终", "端", "终端", "测试", "运行程", "東京", "京", "한국", "테", "shell"]
+
+
+def _fill_searchable(location: str) -> None:
+    db = SessionDB(location)
+    for n, (role, content, calls) in enumerate(_SEARCHABLE):
+        sid = f"s{n % 3}"
+        if db.get_session(sid) is None:
+            db.create_session(sid, "cli")
+        db.append_message(sid, role, content, tool_calls=calls,
+                          tool_name="shell" if role == "tool" else None)
+    db.close()
+    # Rows another program wrote (no bigram tokens yet): the copy must leave them searchable.
+    q(location, "INSERT INTO messages (session_id, role, content, timestamp) "
+                "VALUES ('s0', 'user', 'written outside 终端 quick', 1700000000)")
+
+
+def _hits(location: str) -> dict[str, set[tuple[int, str]]]:
+    db = SessionDB(location)
+    try:
+        return {query: {(h["id"], h["session_id"]) for h in db.search_messages(query, limit=100)}
+                for query in _QUERIES}
+    finally:
+        db.close()
+
+
+def test_search_finds_the_same_hits_in_a_copy_on_the_other_backend(
+        head_store: str, backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    _fill_searchable(head_store)
+    target = _other(backend, tmp_path, request)
+    copying.copy_store(head_store, target, batch=4)
+    before, after = _hits(head_store), _hits(target)
+    assert all(before[query] for query in _QUERIES), before  # every query finds something
+    assert after == before
+    if backend == "sqlite":  # into PostgreSQL: every covered row carries its CJK tokens
+        assert q(target, "SELECT count(*) FROM messages WHERE search_cjk IS NULL "
+                         "AND role IS DISTINCT FROM 'tool'") == [(0,)]
+    else:  # into SQLite: nothing left pending, the FTS5 indexes whole
+        assert q(target, "SELECT count(*) FROM messages_cjk_pending") == [(0,)]
+        q(target, "INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")
+
+
 def test_a_column_with_no_faithful_type_is_named_as_not_copied(
         head_db: Path, tmp_path: Path) -> None:
     _fill(str(head_db))
