@@ -107,3 +107,22 @@ def test_current_describes_either_backend(head_store: str, backend: str) -> None
     assert doc["layout_version"] == ("postgresql" if backend == "postgresql"
                                      else doc["layout_version"])
     assert doc["fts5"] is (backend == "sqlite")
+
+
+def test_repair_on_a_server_derives_the_cjk_tokens_rows_written_outside_lack(
+        pg_store: str) -> None:
+    _fill(pg_store)
+    engine = engine_mod.open_engine(pg_store)
+    sql(engine, "INSERT INTO messages (session_id, role, content, timestamp) "
+                "VALUES ('s1', 'user', '在终端里运行测试', 1700000000)")
+    result = run("--db", pg_store, "repair", "--check-only")
+    assert result.exit_code == 7 and "1 message without CJK search tokens" in result.stdout
+    code, doc = run_json("--db", pg_store, "doctor")
+    assert {f["check"]: f["status"] for f in doc["findings"]}["search"] == "warn"
+    code, doc = run_json("--db", pg_store, "repair")
+    assert code == 0 and doc["healthy"]
+    assert doc["actions"] == ["derived the CJK search tokens of 1 message"]
+    assert sql(engine, "SELECT count(*) FROM messages WHERE search_cjk IS NULL "
+                       "AND role IS DISTINCT FROM 'tool'") == [(0,)]
+    with SessionDB(pg_store) as db:
+        assert [h["snippet"] for h in db.search_messages("终端")] == ["在>>>终端<<<里运行测试"]

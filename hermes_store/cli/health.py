@@ -86,6 +86,7 @@ def stats_cmd(obj: Ctx) -> None:
     """Totals and space: sessions, messages, sources, WAL state, per-table bytes, advice.
 
     Opens the store read-only; a store behind the code exits 6 (run `hermes-store upgrade`).
+    On PostgreSQL the sizes are the database's and each table's and index's, from the catalog.
 
     \b
     Example:
@@ -188,7 +189,8 @@ def compact(ctx: click.Context, force: bool) -> None:
 
     Refuses (exit 5) while another process holds the store, unless --force, and checks for
     free disk of about the store's size first. Prints main and WAL sizes before and after.
-    (`optimize` is the old name of this command and still works.)
+    (`optimize` is the old name of this command and still works.) On PostgreSQL it is
+    VACUUM (ANALYZE), with the database's size before and after.
 
     \b
     Example:
@@ -244,7 +246,8 @@ def optimize_storage(obj: Ctx, no_vacuum: bool, force: bool, yes: bool) -> None:
 
     Resumable: an interrupted run continues where it stopped. Needs free disk of about the
     store's size (about 30% with --no-vacuum); refuses (exit 5) while another process holds
-    the store unless --force; asks before a store above 500 MB unless --yes.
+    the store unless --force; asks before a store above 500 MB unless --yes. SQLite only
+    (exit 2 on PostgreSQL, whose search indexes have no older layout).
 
     \b
     Example:

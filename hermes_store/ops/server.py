@@ -3,8 +3,9 @@
 * ``compact`` → ``VACUUM (ANALYZE)`` (the server reclaims and re-plans; there is no file to
   rewrite, no WAL to truncate), sizes from ``pg_database_size`` before and after;
 * ``repair`` → probes (the server answers, the schema is at head, every index of our tables is
-  valid and ready — a ``CREATE INDEX CONCURRENTLY`` that failed leaves one that is neither) and,
-  unless checking only, ``REINDEX TABLE`` for each of our tables, then the probes again;
+  valid and ready — a ``CREATE INDEX CONCURRENTLY`` that failed leaves one that is neither —,
+  every message has its CJK search tokens) and, unless checking only, ``REINDEX TABLE`` for
+  each of our tables and the missing tokens derived, then the probes again;
 * ``stats`` → bytes per table and index from the catalog (``pg_relation_size``; a table's
   TOAST counts as the table's).
 
@@ -25,6 +26,7 @@ from hermes_store.ops import stats
 from hermes_store.ops.repair import Probe, RepairReport
 from hermes_store.ops.stats import Space, SpaceItem, StoreStats, WalState
 from hermes_store.ops.storage import CompactResult, Sizes
+from hermes_store.repo import bigrams
 
 _SQLITE_ONLY_PROBES = "FTS5 integrity, quick_check and schema-row surgery are SQLite-only"
 
@@ -62,11 +64,16 @@ def compact(engine: Engine) -> CompactResult:
     return CompactResult(before, after, steps=["vacuum analyze"])
 
 
+def _messages(n: int) -> str:
+    return f"{n:,} message" if n == 1 else f"{n:,} messages"
+
+
 def probe(engine: Engine) -> list[Probe]:
     with reading(engine) as conn:
         st = status_of(conn)
         broken = [f"{index} on {table}" for index, table in
                   catalog.broken_indexes(conn, _our_tables(conn))]
+        pending = bigrams.pending_count(conn) if st.at_head else 0
     return [
         Probe("opens", True, "the server answers"),
         Probe("schema", st.at_head, st.describe(), None if st.at_head else "hermes-store upgrade"),
@@ -74,17 +81,25 @@ def probe(engine: Engine) -> list[Probe]:
               "; ".join(broken) + " (invalid or not ready)" if broken else
               f"every index of our tables is valid ({_SQLITE_ONLY_PROBES})",
               "hermes-store repair" if broken else None),
+        # Rows written without the library carry no CJK tokens yet; search covers them with
+        # a slower scan until they are indexed.
+        Probe("search", not pending,
+              f"{_messages(pending)} without CJK search tokens" if pending else
+              "every message has its CJK search tokens",
+              "hermes-store repair" if pending else None),
     ]
 
 
 def repair(engine: Engine, display: str, *, check_only: bool = False) -> RepairReport:
-    """Probe; unless ``check_only`` and if an index is broken, rebuild our tables' indexes
-    (``REINDEX TABLE``, each in the write transaction) and probe again. A schema behind head
-    is for ``upgrade``, not for repair."""
+    """Probe; unless ``check_only``: if an index is broken, rebuild our tables' indexes
+    (``REINDEX TABLE``, in one write transaction); if messages lack their CJK search tokens,
+    derive them (a chunk per transaction); then probe again. A schema behind head is for
+    ``upgrade``, not for repair."""
     probes = probe(engine)
     report = RepairReport(display, check_only, probes)
     if check_only or report.healthy:
         return report
+    failed = {p.name for p in probes if not p.ok}
 
     def unit(conn: Connection) -> list[str]:
         done = []
@@ -93,7 +108,13 @@ def repair(engine: Engine, display: str, *, check_only: bool = False) -> RepairR
             done.append(f"rebuilt the indexes of {table}")
         return done
 
-    report.actions += run_write(engine, unit, what="repair")
+    if "indexes" in failed:
+        report.actions += run_write(engine, unit, what="repair")
+    if "search" in failed:
+        indexed = 0
+        while taken := run_write(engine, bigrams.catch_up, what="repair"):
+            indexed += taken
+        report.actions.append(f"derived the CJK search tokens of {_messages(indexed)}")
     report.after = probe(engine)
     return report
 
@@ -110,8 +131,8 @@ def diagnose(engine: Engine, display: str) -> stats.DoctorReport:
             idle = stats.idle_open_sessions(conn)
     schema = {"state": st.state, "revision": st.current, "head": st.head, "pending": st.pending,
               "legacy_version": st.legacy_version}
-    findings = [stats.Finding(p.name, "ok" if p.ok else ("warn" if p.name == "schema"
-                                                         else "damage"), p.detail, p.fix)
+    findings = [stats.Finding(p.name, "ok" if p.ok else ("damage" if p.name == "indexes"
+                                                         else "warn"), p.detail, p.fix)
                 for p in probes[1:]]
     if found is not None:
         findings.append(stats.Finding(
