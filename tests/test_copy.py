@@ -16,8 +16,8 @@ from cli_support import run, run_json
 from sqlalchemy.engine import make_url
 
 from hermes_store import SessionDB
-from hermes_store.db import engine as engine_mod
 from hermes_store.db import catalog, migrate
+from hermes_store.db import engine as engine_mod
 from hermes_store.errors import TargetNotEmptyError, UsageError
 from hermes_store.ops import copy as copying
 

@@ -64,6 +64,7 @@ _OUR_KEYS = {PROGRESS_KEY, DONE_KEY}
 _LINKS = "sessions.parent_session_id"
 _MESSAGES = Base.metadata.tables["messages"]
 
+
 @dataclass
 class TableCopy:
     rows: int = 0
