@@ -200,3 +200,23 @@ class InputNotFoundError(HermesStoreError, FileNotFoundError):
 
     exit_code = 3
     code = "not_found"
+
+
+class TargetNotEmptyError(HermesStoreError):
+    """``copy`` was pointed at a store that holds data and is not a copy in progress of the
+    same source; nothing was written."""
+
+    exit_code = 1
+    code = "target_not_empty"
+
+
+class CopyMismatchError(HermesStoreError):
+    """A finished copy's verification found a table whose count or checksum differs; the
+    ``report`` (an ``ops.copy.CopyReport``) says which."""
+
+    exit_code = 1
+    code = "copy_mismatch"
+
+    def __init__(self, message: str, *, report: object = None):
+        super().__init__(message)
+        self.report = report

@@ -69,13 +69,15 @@ def test_the_group_knows_every_command_without_loading_it() -> None:
 
 
 def test_constants_kept_beside_the_cli_match_the_library() -> None:
-    from hermes_store.cli import render, repair, transfer
+    from hermes_store.cli import copy, render, repair, transfer
+    from hermes_store.ops.copy import DEFAULT_BATCH
     from hermes_store.ops.recover import DEFAULT_CHUNK
     from hermes_store.repo import lineage
     from hermes_store.transfer.export import FORMATS
 
     assert transfer.EXPORT_FORMATS == FORMATS
     assert repair.RECOVER_CHUNK == DEFAULT_CHUNK
+    assert copy.COPY_BATCH == DEFAULT_BATCH
     assert (render.SANE_MIN_TS, render.SANE_FUTURE_S) == (lineage.SANE_MIN_TS,
                                                           lineage.SANE_FUTURE_S)
 
@@ -93,7 +95,8 @@ print(sorted(m for m in ("sqlalchemy", "alembic", "rich") if m in sys.modules),
 
 
 @pytest.mark.parametrize("args", [["--version"], ["--help"], ["list", "--help"],
-                                  ["search", "--help"], ["export", "--help"]])
+                                  ["search", "--help"], ["export", "--help"],
+                                  ["copy", "--help"]])
 def test_version_and_help_load_no_database_library(args: list[str]) -> None:
     proc = subprocess.run([sys.executable, "-c", _LOADED, *args], capture_output=True,
                           text=True, timeout=60)

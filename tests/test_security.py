@@ -90,6 +90,9 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("ops/stats.py", "_one_session", "where"): "one of the fixed fragments chosen by its callers",
     ("ops/stats.py", "_one_session", "order"): "'ASC' or 'DESC' chosen by its callers",
     ("ops/stats.py", "_fts_structure", "table"): "an fts5 table name read from sqlite_master",
+    ("ops/copy_plan.py", "_prepare", "ddl"):
+        "a type compiled from the fixed INTEGER/FLOAT/TEXT/BLOB mapping of mapped_type",
+    ("ops/server.py", "unit", "table"): "a table of Base.metadata present in the schema",
     ("ops/storage.py", "_drain_chunk", "table"): "a retired index name from RETIRED (fixed)",
     ("ops/storage.py", "_remaining", "table"): "a retired index name from RETIRED (fixed)",
     ("ops/storage.py", "_drop", "table"): "a retired index name from RETIRED (fixed)",

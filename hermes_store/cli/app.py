@@ -28,6 +28,7 @@ import click
 
 from hermes_store.cli.render import iso, say, visible, when
 from hermes_store.errors import (
+    BackendNotSupportedError,
     HermesStoreError,
     SchemaMismatchError,
     StoreNotFoundError,
@@ -230,6 +231,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "than --older-than."),
     "compact": ("health", "Whole-store upkeep: merge FTS segments, refresh planner statistics, "
                 "VACUUM, empty the WAL."),
+    "copy": ("copy", "Copy the whole store (--db) into another one, SQLite or PostgreSQL, "
+             "either way."),
     "current": ("schema", "Print the store's schema revision and state; exit 0 at head, 6 "
                 "otherwise."),
     "delete": ("metadata", "Permanently delete sessions: each whole compression lineage, and its "
@@ -372,6 +375,20 @@ def open_write(obj: Ctx) -> Any:
     need_store(obj.db)
     require_head(obj)
     return open_engine(obj.db)
+
+
+def on_server(obj: Ctx) -> bool:
+    return not isinstance(obj.db, Path)
+
+
+def file_only(obj: Ctx, command: str, instead: str) -> Path:
+    """The store's file; on a server, exit 2 saying the command is SQLite-only and what to
+    use instead."""
+    if isinstance(obj.db, Path):
+        return obj.db
+    raise BackendNotSupportedError(
+        f"`{command}` works on a SQLite file only; {obj.db} is a PostgreSQL database "
+        f"({instead})")
 
 
 def need_store(path: Path | StoreLocation) -> None:

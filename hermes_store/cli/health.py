@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from hermes_store.cli.app import Ctx, main, need_store, open_read, require_head
+from hermes_store.cli.app import (
+    Ctx,
+    file_only,
+    main,
+    need_store,
+    on_server,
+    open_read,
+    require_head,
+)
 from hermes_store.cli.render import commands_marked, iso, out_console, size, visible, when
 
 if TYPE_CHECKING:
@@ -41,8 +49,11 @@ def _render_stats(st: stats.StoreStats) -> None:
                         ("newest", st.newest)):
         if item:
             con.print(f"{label:<11} {when(item['started_at'])}  {item['id']}")
-    con.print(f"file      {size(st.file_bytes)}, WAL {size(st.wal.bytes)} "
-              f"({st.wal.describe()}), freelist {st.freelist_ratio:.0%}")
+    if st.layout.get("version") == "postgresql":
+        con.print(f"database  {size(st.file_bytes)} (PostgreSQL)")
+    else:
+        con.print(f"file      {size(st.file_bytes)}, WAL {size(st.wal.bytes)} "
+                  f"({st.wal.describe()}), freelist {st.freelist_ratio:.0%}")
     if st.sources:
         table = Table("source", "sessions", title="sessions by source", title_justify="left")
         for row in st.sources:
@@ -53,8 +64,9 @@ def _render_stats(st: stats.StoreStats) -> None:
         for item in st.space.items:
             table.add_row(visible(item.name), item.kind, visible(item.table), size(item.bytes))
         con.print(table)
-        con.print(f"FTS share {st.space.fts_share or 0:.0%} of the file "
-                  f"({size(st.space.fts_bytes)})")
+        if st.space.fts_share is not None:
+            con.print(f"FTS share {st.space.fts_share:.0%} of the file "
+                      f"({size(st.space.fts_bytes)})")
     else:
         con.print(st.space.note or "per-table sizes unavailable")
     layout = st.layout
@@ -74,6 +86,7 @@ def stats_cmd(obj: Ctx) -> None:
     """Totals and space: sessions, messages, sources, WAL state, per-table bytes, advice.
 
     Opens the store read-only; a store behind the code exits 6 (run `hermes-store upgrade`).
+    On PostgreSQL the sizes are the database's and each table's and index's, from the catalog.
 
     \b
     Example:
@@ -90,7 +103,12 @@ def stats_cmd(obj: Ctx) -> None:
                  f"{obj.db}: no store (0 sessions)")
         return
     with reading(engine) as conn:
-        st = stats.collect(conn, obj.db)
+        if on_server(obj):
+            from hermes_store.ops import server
+
+            st = server.collect(conn, str(obj.db))
+        else:
+            st = stats.collect(conn, obj.db)
     obj.emit("stats", {"exists": True, **_stats_json(st)}, lambda: _render_stats(st))
 
 
@@ -120,6 +138,12 @@ def doctor(obj: Ctx, full: bool) -> None:
       hermes-store doctor
       hermes-store --json doctor --full
     """
+    if on_server(obj):
+        from hermes_store.db.engine import open_engine
+        from hermes_store.ops import server
+
+        _doctor_done(obj, server.diagnose(open_engine(obj.db, readonly=True), str(obj.db)))
+        return
     if not obj.db.exists():
         obj.note(f"note: no store at {obj.db} yet (`hermes-store upgrade` creates one)")
         obj.emit("doctor", {"path": str(obj.db), "exists": False, "healthy": True,
@@ -142,6 +166,10 @@ def doctor(obj: Ctx, full: bool) -> None:
                            f"hermes-store recover --source {obj.db} --output NEW.db "
                            "--inspect-only")],
             None, holders, sqlite3.sqlite_version)
+    _doctor_done(obj, report)
+
+
+def _doctor_done(obj: Ctx, report: stats.DoctorReport) -> None:
     obj.emit("doctor", {"exists": True, **report.to_dict()},
              lambda: _render_findings(report.path, report.findings))
     if report.damaged:
@@ -161,7 +189,8 @@ def compact(ctx: click.Context, force: bool) -> None:
 
     Refuses (exit 5) while another process holds the store, unless --force, and checks for
     free disk of about the store's size first. Prints main and WAL sizes before and after.
-    (`optimize` is the old name of this command and still works.)
+    (`optimize` is the old name of this command and still works.) On PostgreSQL it is
+    VACUUM (ANALYZE), with the database's size before and after.
 
     \b
     Example:
@@ -176,6 +205,14 @@ def compact(ctx: click.Context, force: bool) -> None:
     command = ctx.info_name or "compact"
     need_store(obj.db)
     require_head(obj)
+    if on_server(obj):  # the server's VACUUM (ANALYZE): no file, no holders, no WAL
+        from hermes_store.ops import server
+
+        result = server.compact(open_engine(obj.db))
+        obj.emit(command, {"path": str(obj.db), **result.to_dict()},
+                 f"{obj.db}: VACUUM (ANALYZE) done; database {size(result.before.main)} -> "
+                 f"{size(result.after.main)}")
+        return
     holders = ensure_not_held(obj.db, force=force, what=command)
     for pid, cmd in holders:
         obj.note(f"warning: --force: pid {pid} ({cmd}) holds the store")
@@ -209,13 +246,15 @@ def optimize_storage(obj: Ctx, no_vacuum: bool, force: bool, yes: bool) -> None:
 
     Resumable: an interrupted run continues where it stopped. Needs free disk of about the
     store's size (about 30% with --no-vacuum); refuses (exit 5) while another process holds
-    the store unless --force; asks before a store above 500 MB unless --yes.
+    the store unless --force; asks before a store above 500 MB unless --yes. SQLite only
+    (exit 2 on PostgreSQL, whose search indexes have no older layout).
 
     \b
     Example:
       hermes-store optimize-storage
       hermes-store optimize-storage --no-vacuum --yes
     """
+    file_only(obj, "optimize-storage", "its search indexes are always in the current layout")
     from hermes_store.db.engine import open_engine
     from hermes_store.ops import storage
     from hermes_store.ops.backup import require_free_space

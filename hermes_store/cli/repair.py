@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from hermes_store.cli.app import Ctx, main, need_store
+from hermes_store.cli.app import Ctx, file_only, main, need_store, on_server
 from hermes_store.cli.render import out_console
 from hermes_store.errors import UsageError
 
@@ -30,18 +30,25 @@ def repair(obj: Ctx, check_only: bool, no_backup: bool, force: bool, full: bool)
     Probes: the file opens, quick_check, FTS5 integrity-check per index, a rolled-back write
     through the triggers, orphan FTS shadow tables, triggers whose table is gone, duplicate
     schema rows. Fixes run after a copy of the store and its sidecars. Exit 0 when healthy,
-    7 when damage remains (then use `recover`).
+    7 when damage remains (then use `recover`). On PostgreSQL: the server answers, the schema
+    is at head, every index of our tables is valid; a broken one is rebuilt (REINDEX).
 
     \b
     Example:
       hermes-store repair --check-only
       hermes-store repair
     """
-    from hermes_store.ops import repair as recovery
-
     need_store(obj.db)
-    report = recovery.repair_store(obj.db, check_only=check_only, backup=not no_backup,
-                                   force=force, full=full)
+    if on_server(obj):  # probes and REINDEX; the FTS5 and file probes are SQLite-only
+        from hermes_store.db.engine import open_engine
+        from hermes_store.ops import server
+
+        report = server.repair(open_engine(obj.db), str(obj.db), check_only=check_only)
+    else:
+        from hermes_store.ops import repair as recovery
+
+        report = recovery.repair_store(obj.db, check_only=check_only, backup=not no_backup,
+                                       force=force, full=full)
 
     def render() -> None:
         con = out_console()
@@ -95,9 +102,9 @@ def recover(obj: Ctx, source: Path | None, output: Path, inspect_only: bool,
       hermes-store recover --source ~/.hermes/state.db --output /tmp/new.db --inspect-only
       hermes-store recover --source ~/.hermes/state.db --output /tmp/new.db --allow-partial
     """
+    src = source or file_only(obj, "recover", "restore a pg_dump backup instead")
     from hermes_store.ops import recover as salvage
 
-    src = source or obj.db
     report_file = report_path or Path(f"{output}.recovery.json")
     if report_file.exists():
         raise UsageError(f"{report_file} already exists; choose another --report")

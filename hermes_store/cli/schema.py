@@ -60,6 +60,9 @@ def upgrade(obj: Ctx, revision: str, dry_run: bool, no_backup: bool, force: bool
         else:
             backup_file = backup_store(obj.db, label="pre-upgrade")
             obj.note(f"backup: {backup_file.path} ({size(backup_file.bytes)})")
+    elif pending and before.state not in ("missing", "empty"):
+        obj.note("note: the upgrade runs in one transaction; take a pg_dump first if you "
+                 "want a copy from before it")
     after = migrate.upgrade(obj.db, revision)
     advice: list[stats.Advice] = []
     if pending and before.state not in ("missing", "empty") and on_file:
@@ -96,7 +99,12 @@ def current(obj: Ctx) -> None:
     caps: dict[str, Any] = {}
     if st.state not in ("missing", "empty"):
         with reading(open_engine(obj.db, readonly=True)) as conn:
-            caps = stats.capabilities(conn)
+            if isinstance(obj.db, Path):
+                caps = stats.capabilities(conn)
+            else:
+                from hermes_store.ops import server
+
+                caps = server.capabilities(conn)
     lines = [str(obj.db), f"revision: {st.current or '-'}", f"head:     {st.head}",
              f"state:    {st.describe()}", f"sqlite:   {sqlite3.sqlite_version}"]
     if caps:

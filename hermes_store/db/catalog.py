@@ -1,11 +1,11 @@
 """The schema catalog: every question about what exists in the store, answered in one place.
 
-Only this module reads SQLite's own catalog (``sqlite_master``); tests/test_layers.py holds that.
-Each question takes the caller's ``Connection`` (inside the caller's transaction, never committing)
-and answers with plain Python values: names, tuples, a small frozen dataclass. A PostgreSQL
-answer to the same questions (read from ``pg_catalog``) sits beside these later and the callers
-do not change; what only SQLite has (FTS5 shadow tables, duplicate catalog rows of a damaged
-file) is grouped at the end.
+Only this module reads the system catalogs (``sqlite_master``, ``pg_catalog``, and SQLAlchemy's
+reflection, which reads them); tests/test_layers.py holds that. Each question takes the caller's
+``Connection`` (inside the caller's transaction, never committing) and answers with plain Python
+values: names, tuples, a small frozen dataclass. Where both backends have an answer the callers
+do not choose; what only PostgreSQL has (relation sizes, index validity) and what only SQLite has
+(FTS5 shadow tables, duplicate catalog rows of a damaged file) are grouped at the end.
 
 A few questions also accept a plain ``sqlite3.Connection``: ``recover`` reads a scratch copy
 without the engine, and ``repair`` must read a file whose schema no longer parses.
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, inspect
+from sqlalchemy import Connection, MetaData, Table, inspect
 
 # Our FTS5 indexes, live and retired (revision 0013 renamed the inline ones to ``…_old``). Only
 # these names are treated as ours: a user table called "app_config" is never touched.
@@ -114,6 +114,8 @@ def has_object(conn: Reader, kind: str, name: str) -> bool:
 
 
 def has_table(conn: Reader, name: str) -> bool:
+    if _server(conn):
+        return bool(inspect(conn).has_table(name))
     return has_object(conn, "table", name)
 
 
@@ -135,7 +137,31 @@ def triggers(conn: Reader) -> list[tuple[str, str]]:
 
 def columns(conn: Reader, table: str) -> list[Column]:
     """The columns of ``table`` (or view) in order, with their declared types; ``[]`` if absent."""
+    if _server(conn):
+        if not has_table(conn, table):
+            return []
+        return [Column(c["name"], str(c["type"])) for c in inspect(conn).get_columns(table)]
     return [Column(r[0], r[1] or "") for r in _rows(conn, _COLUMNS, (table,))]
+
+
+# --------------------------------------------------------------------------- reflection
+
+# What ``copy`` needs to rebuild a table on another backend: the columns with SQLAlchemy types
+# (``computed`` marks a generated one), the key, and a Core table to read or write through.
+
+
+def column_details(conn: Connection, table: str) -> dict[str, dict[str, Any]]:
+    """``{column: SQLAlchemy's reflected column}`` of ``table``, in order."""
+    return {c["name"]: dict(c) for c in inspect(conn).get_columns(table)}
+
+
+def primary_key(conn: Connection, table: str) -> list[str]:
+    return list(inspect(conn).get_pk_constraint(table).get("constrained_columns") or [])
+
+
+def reflect(conn: Connection, table: str) -> Table:
+    """``table`` as a Core table of its own metadata, read from the catalog."""
+    return Table(table, MetaData(), autoload_with=conn)
 
 
 # --------------------------------------------------------------------------- the search layout
@@ -245,6 +271,61 @@ def database_ctype(conn: Connection) -> str | None:
 def trigram_blind_to_cjk(ctype: str | None) -> bool:
     """True when ``ctype`` (a database's LC_CTYPE) makes pg_trgm ignore CJK characters."""
     return ctype is not None and ctype.strip().lower() in _BLIND_CTYPES
+
+
+# --------------------------------------------------------------------------- PostgreSQL: upkeep
+
+_PG_DATABASE_BYTES = "SELECT pg_database_size(current_database())"
+# Relations of the current schema: tables with their own and TOAST bytes, and indexes.
+_PG_RELATION_SIZES = """
+SELECT c.relname, c.relkind, COALESCE(t.relname, c.relname) AS owner,
+       pg_relation_size(c.oid)
+       + CASE WHEN c.relkind = 'r' AND c.reltoastrelid <> 0
+              THEN pg_total_relation_size(c.reltoastrelid) ELSE 0 END AS bytes
+FROM pg_class AS c
+JOIN pg_namespace AS n ON n.oid = c.relnamespace AND n.nspname = current_schema()
+LEFT JOIN pg_index AS i ON i.indexrelid = c.oid
+LEFT JOIN pg_class AS t ON t.oid = i.indrelid
+WHERE c.relkind IN ('r', 'i')"""
+# A CREATE INDEX CONCURRENTLY that failed leaves an index that is neither valid nor ready.
+_PG_BROKEN_INDEXES = """
+SELECT c.relname, t.relname
+FROM pg_index AS i
+JOIN pg_class AS c ON c.oid = i.indexrelid
+JOIN pg_class AS t ON t.oid = i.indrelid
+JOIN pg_namespace AS n ON n.oid = t.relnamespace AND n.nspname = current_schema()
+WHERE NOT (i.indisvalid AND i.indisready) AND t.relname = ANY(%s)
+ORDER BY c.relname"""
+_PG_EXTENSION_AVAILABLE = "SELECT 1 FROM pg_available_extensions WHERE name = %s"
+
+
+class RelationSize(NamedTuple):
+    """A table (``kind`` "table", a TOAST table counted as its owner's) or an index."""
+
+    name: str
+    kind: str
+    table: str
+    bytes: int
+
+
+def database_bytes(conn: Connection) -> int:
+    rows = _rows(conn, _PG_DATABASE_BYTES)
+    return int(rows[0][0] or 0) if rows else 0
+
+
+def relation_sizes(conn: Connection) -> list[RelationSize]:
+    """Bytes of every table and index of the current schema."""
+    return [RelationSize(r[0], "index" if r[1] == "i" else "table", r[2], int(r[3] or 0))
+            for r in _rows(conn, _PG_RELATION_SIZES)]
+
+
+def broken_indexes(conn: Connection, tables: Sequence[str]) -> list[tuple[str, str]]:
+    """``(index, table)`` of the indexes on ``tables`` that are not valid and ready."""
+    return [(r[0], r[1]) for r in _rows(conn, _PG_BROKEN_INDEXES, (list(tables),))]
+
+
+def extension_available(conn: Connection, name: str) -> bool:
+    return bool(_rows(conn, _PG_EXTENSION_AVAILABLE, (name,)))
 
 
 # --------------------------------------------------------------------------- SQLite: FTS5 tables

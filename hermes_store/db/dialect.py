@@ -24,7 +24,8 @@ own way, so that repositories stay dialect-free.
   moved past ids given explicitly. Both backends never hand out an id twice, even a deleted
   one: SQLite's ``AUTOINCREMENT`` remembers the highest in ``sqlite_sequence`` (and moves it
   itself past an explicit id); PostgreSQL's identity sequence does not see explicit ids, so
-  :func:`ids_taken` moves it.
+  :func:`ids_taken` moves it. :func:`id_high_water` and :func:`keep_ids_above` read and carry
+  that memory from one store to another.
 """
 
 from __future__ import annotations
@@ -155,6 +156,31 @@ def ids_taken(db: Connection | Session, table: Table, highest: int) -> None:
     wanted = literal(highest, BigInteger())
     db.execute(select(func.setval(_identity_sequence(table), wanted))
                .where(wanted > _pg_sequence_top(table)))
+
+
+def id_high_water(db: Connection | Session, table: Table) -> int:
+    """The highest id ``table`` ever held or handed out, deleted rows included."""
+    top = select(func.coalesce(func.max(table.c.id), 0)).scalar_subquery()
+    if dialect_name(db) == PG:
+        return int(db.execute(select(greatest(top, _pg_sequence_top(table)))).scalar_one())
+    seq = (select(_SQLITE_SEQUENCE.c.seq).where(_SQLITE_SEQUENCE.c.name == table.name)
+           .scalar_subquery())
+    return int(db.execute(select(greatest(top, func.coalesce(seq, 0)))).scalar_one())
+
+
+def keep_ids_above(db: Connection | Session, table: Table, highest: int) -> None:
+    """New rows of ``table`` get ids above ``highest`` on either backend, even when no row
+    holds it (a store copied from one whose newest rows were deleted)."""
+    if highest <= 0:
+        return
+    if dialect_name(db) == PG:
+        ids_taken(db, table, highest)
+        return
+    seq = _SQLITE_SEQUENCE
+    moved = db.execute(seq.update().where(seq.c.name == table.name)
+                       .values(seq=greatest(seq.c.seq, literal(highest, BigInteger())))).rowcount
+    if not moved:
+        db.execute(seq.insert().values(name=table.name, seq=highest))
 
 
 class greatest(FunctionElement[Any]):

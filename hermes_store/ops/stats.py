@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, exc, func, select
+from sqlalchemy import Connection, exc, func, select, text
 
 from hermes_store.db import catalog
 from hermes_store.db import derived as layout
@@ -186,9 +186,10 @@ def space_usage(conn: Connection, page_size: int, page_count: int) -> Space:
 def _one_session(conn: Connection, where: str, order: str, lo: float, hi: float
                  ) -> dict[str, Any] | None:
     # ``where`` and ``order`` are fixed fragments chosen below, never user input.
-    row = conn.exec_driver_sql(
+    row = conn.execute(text(
         f"SELECT id, started_at, source, title FROM sessions WHERE {where} "
-        f"AND started_at BETWEEN ? AND ? ORDER BY started_at {order} LIMIT 1", (lo, hi)).first()
+        f"AND started_at BETWEEN :lo AND :hi ORDER BY started_at {order} LIMIT 1"),
+        {"lo": lo, "hi": hi}).first()
     if row is None:
         return None
     return {"id": row[0], "started_at": row[1], "source": row[2], "title": row[3]}
@@ -254,23 +255,44 @@ def idle_open_sessions(conn: Connection, idle_s: float = IDLE_OPEN_S,
     ).scalar() or 0)
 
 
-def collect(conn: Connection, path: Path) -> StoreStats:
-    """Everything ``stats`` prints, read inside the caller's read transaction."""
+def require_columns(conn: Connection) -> None:
     missing = probe_columns(conn)
     if missing:
         raise SchemaMismatchError(
             f"the store lacks {', '.join(missing)}: run `hermes-store upgrade`", state="behind")
-    page_size = int(conn.exec_driver_sql("PRAGMA page_size").scalar() or 0)
-    page_count = int(conn.exec_driver_sql("PRAGMA page_count").scalar() or 0)
-    freelist = int(conn.exec_driver_sql("PRAGMA freelist_count").scalar() or 0)
+
+
+def content(conn: Connection) -> dict[str, Any]:
+    """The counts, sources and landmark sessions ``stats`` prints (either backend)."""
     s = conn.exec_driver_sql(
-        "SELECT COUNT(*), SUM(ended_at IS NULL), SUM(ended_at IS NOT NULL), "
-        "SUM(archived != 0), SUM(pinned != 0) FROM sessions").one()
+        "SELECT COUNT(*), SUM(CASE WHEN ended_at IS NULL THEN 1 ELSE 0 END), "
+        "SUM(CASE WHEN ended_at IS NOT NULL THEN 1 ELSE 0 END), "
+        "SUM(CASE WHEN archived != 0 THEN 1 ELSE 0 END), "
+        "SUM(CASE WHEN pinned != 0 THEN 1 ELSE 0 END) FROM sessions").one()
     m = conn.exec_driver_sql(
-        "SELECT COUNT(*), SUM(compacted != 0) FROM messages").one()
+        "SELECT COUNT(*), SUM(CASE WHEN compacted != 0 THEN 1 ELSE 0 END) FROM messages").one()
     sources = [{"source": r[0], "sessions": int(r[1])} for r in conn.exec_driver_sql(
         "SELECT source, COUNT(*) FROM sessions GROUP BY source ORDER BY COUNT(*) DESC, source")]
     lo, hi = sane_window()
+    return {
+        "sessions": {"total": int(s[0]), "open": int(s[1] or 0), "ended": int(s[2] or 0),
+                     "archived": int(s[3] or 0), "pinned": int(s[4] or 0)},
+        "messages": {"total": int(m[0]), "compacted": int(m[1] or 0),
+                     "uncompacted": int(m[0]) - int(m[1] or 0)},
+        "sources": sources,
+        "oldest_open": _one_session(conn, "ended_at IS NULL", "ASC", lo, hi),
+        "oldest": _one_session(conn, "1=1", "ASC", lo, hi),
+        "newest": _one_session(conn, "1=1", "DESC", lo, hi),
+    }
+
+
+def collect(conn: Connection, path: Path) -> StoreStats:
+    """Everything ``stats`` prints, read inside the caller's read transaction (a SQLite file;
+    ``ops.server.collect`` is the server's)."""
+    require_columns(conn)
+    page_size = int(conn.exec_driver_sql("PRAGMA page_size").scalar() or 0)
+    page_count = int(conn.exec_driver_sql("PRAGMA page_count").scalar() or 0)
+    freelist = int(conn.exec_driver_sql("PRAGMA freelist_count").scalar() or 0)
     stats = StoreStats(
         path=str(path),
         file_bytes=path.stat().st_size,
@@ -278,14 +300,7 @@ def collect(conn: Connection, path: Path) -> StoreStats:
         page_size=page_size,
         page_count=page_count,
         freelist_count=freelist,
-        sessions={"total": int(s[0]), "open": int(s[1] or 0), "ended": int(s[2] or 0),
-                  "archived": int(s[3] or 0), "pinned": int(s[4] or 0)},
-        messages={"total": int(m[0]), "compacted": int(m[1] or 0),
-                  "uncompacted": int(m[0]) - int(m[1] or 0)},
-        sources=sources,
-        oldest_open=_one_session(conn, "ended_at IS NULL", "ASC", lo, hi),
-        oldest=_one_session(conn, "1=1", "ASC", lo, hi),
-        newest=_one_session(conn, "1=1", "DESC", lo, hi),
+        **content(conn),
         space=space_usage(conn, page_size, page_count),
         layout=layout_info(conn),
     )
