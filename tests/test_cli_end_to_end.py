@@ -2,6 +2,9 @@
 
 upgrade → stats → search → export jsonl → import into a new file → same sessions and
 messages → prune --dry-run changes nothing → compact → repair --check-only.
+
+The legacy stores are SQLite files; their backup moves into a store on either backend, where
+every command that has a server meaning runs too.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import run, run_json, sha256
+from cli_support import fingerprint, on_server, rows, run, run_json, sha256
 
 from hermes_store.db.models import Base
 from hermes_store.transfer.load import LIVE_STATE_COLUMNS
@@ -146,6 +149,61 @@ def test_every_changing_command_works_on_every_upgraded_fixture(upgraded, versio
         code, doc = run_json(*db, *args)
         assert code == 0, (args, doc)
         assert doc["ok"] is True
+    _, after = run_json(*db, "list", "--all", "--limit", "100")
+    assert second not in {s["id"] for s in after["sessions"]}
+    assert after["count"] < listing["count"]
+
+
+def _modelled(store: str | Path, table: str, skip: frozenset[str]) -> list[tuple[Any, ...]]:
+    names = [c for c in Base.metadata.tables[table].c.keys() if c not in skip]
+    return rows(store, f"SELECT {', '.join(names)} FROM {table} ORDER BY id")
+
+
+def test_a_legacy_backup_works_in_a_store_on_either_backend(legacy_db, head_store: str,
+                                                            tmp_path: Path) -> None:
+    path = legacy_db(21)
+    assert run_json("--db", str(path), "upgrade")[0] == 0
+    backup = tmp_path / "backup.jsonl"
+    assert run_json("--db", str(path), "export", str(backup))[0] == 0
+    db = ("--db", head_store)
+    code, doc = run_json(*db, "import", str(backup))
+    assert code == 0 and (doc["sessions_imported"], doc["messages_imported"]) == (16, 358)
+    for table, skip in (("messages", frozenset()), ("sessions", LIVE_STATE_COLUMNS)):
+        assert _modelled(head_store, table, skip) == _modelled(path, table, skip), table
+
+    for term in (WORD, CJK_BIGRAM):
+        code, doc = run_json(*db, "search", term)
+        assert code == 0 and doc["count"] > 0, term
+        assert all(term.lower() in h["snippet"].lower()
+                   for r in doc["results"] for h in r["hits"]), term
+    _, listing = run_json(*db, "list", "--all", "--limit", "100")
+    assert listing["count"] == 16
+    sid = listing["sessions"][0]["id"]
+    reading = [["check"], ["list"], ["list", "--open"], ["show", sid[:12]],
+               ["show", sid, "--lineage", "--tail", "3"], ["search", WORD],
+               ["search", CJK_BIGRAM, "--include-tools"],
+               ["export", str(tmp_path / "x.jsonl"), "--dry-run"],
+               ["export", "-", "--dry-run", "--format", "trace"],
+               ["prune", "--dry-run", "--older-than", "1s"],
+               ["archive", "--dry-run", "--older-than", "1s"],
+               ["close", "--dry-run", "--older-than", "1s"], ["delete", sid, "--dry-run"]]
+    if not on_server(head_store):  # server meaning lands with copy (land-pgc)
+        reading += [["current"], ["stats"], ["doctor"]]
+    before = fingerprint(head_store)
+    for args in reading:
+        code, doc = run_json(*db, *args)
+        assert (code, doc["ok"], doc["command"]) == (0, True, args[0]), (args, doc)
+    assert fingerprint(head_store) == before
+
+    ended = [s["id"] for s in listing["sessions"] if s["ended_at"] and not s["pinned"]]
+    first, second = ended[0], ended[1]
+    for args in (["pin", first], ["unpin", first], ["rename", first, "Renamed", "by", "test"],
+                 ["archive", second, "--yes"], ["unarchive", second],
+                 ["close", "--older-than", "1s", "--yes"],
+                 ["delete", second, "--yes", "--keep-children"],
+                 ["prune", "--older-than", "1s", "--yes"]):
+        code, doc = run_json(*db, *args)
+        assert (code, doc["ok"]) == (0, True), (args, doc)
     _, after = run_json(*db, "list", "--all", "--limit", "100")
     assert second not in {s["id"] for s in after["sessions"]}
     assert after["count"] < listing["count"]

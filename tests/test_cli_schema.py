@@ -5,20 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from click.testing import CliRunner
+from cli_support import execute, run
 
-from hermes_store.cli import main
 from hermes_store.db import migrate
 
 
-def run(*args: str):
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
-
-
-def test_upgrade_creates_the_store_at_head(store_path: Path) -> None:
-    result = run("--db", str(store_path), "upgrade")
+def test_upgrade_creates_the_store_at_head(empty_store: str) -> None:
+    result = run("--db", empty_store, "upgrade")
     assert result.exit_code == 0, result.output
-    assert migrate.status(store_path).at_head
+    assert migrate.status(empty_store).at_head
+    result = run("--db", empty_store, "check")
+    assert result.exit_code == 0, result.output
 
 
 def test_upgrade_uses_hermes_home_by_default(tmp_path: Path, monkeypatch) -> None:
@@ -46,14 +43,12 @@ def test_check_exits_1_until_upgraded(legacy_db) -> None:
     assert result.exit_code == 0, result.output
 
 
-def test_schema_errors_map_to_exit_6(store_path: Path) -> None:
-    import sqlite3
-    con = sqlite3.connect(store_path)
-    con.execute("CREATE TABLE sessions (id TEXT)")
-    con.close()
-    result = run("--db", str(store_path), "upgrade")
+def test_schema_errors_map_to_exit_6(empty_store: str) -> None:
+    execute(empty_store, "CREATE TABLE sessions (id TEXT)")
+    result = run("--db", empty_store, "upgrade")
     assert result.exit_code == 6
     assert "nothing was changed" in result.output
+    assert run("--db", empty_store, "check").exit_code != 0
 
 
 def test_check_names_drift_in_words_not_object_reprs(legacy_db) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from cli_support import make_session, run, run_json
 
@@ -14,33 +12,33 @@ C_LANG = "20260102_100000_clang002"
 
 
 @pytest.fixture
-def store(head_db: Path) -> Path:
-    make_session(head_db, RUST, texts=("unsafe Rust code in the parser",))
-    make_session(head_db, C_LANG, texts=("unsafe C code in the parser",))
-    return head_db
+def seeded(head_store: str) -> str:
+    make_session(head_store, RUST, texts=("unsafe Rust code in the parser",))
+    make_session(head_store, C_LANG, texts=("unsafe C code in the parser",))
+    return head_store
 
 
 def _found(doc: dict) -> set[str]:
     return {group["session"]["id"] for group in doc["results"]}
 
 
-def test_a_dash_word_excludes_it(store: Path) -> None:
-    code, doc = run_json("--db", str(store), "search", "unsafe -Rust")
+def test_a_dash_word_excludes_it(seeded: str) -> None:
+    code, doc = run_json("--db", seeded, "search", "unsafe -Rust")
     assert code == 0, doc
     assert _found(doc) == {C_LANG}
     assert doc["query"] == "unsafe -Rust"
 
 
-def test_an_unquoted_dash_word_is_part_of_the_query_not_an_option(store: Path) -> None:
-    code, doc = run_json("--db", str(store), "search", "unsafe", "-Rust", "--limit", "5")
+def test_an_unquoted_dash_word_is_part_of_the_query_not_an_option(seeded: str) -> None:
+    code, doc = run_json("--db", seeded, "search", "unsafe", "-Rust", "--limit", "5")
     assert code == 0, doc
     assert _found(doc) == {C_LANG}
-    code, doc = run_json("--db", str(store), "search", "--", "unsafe", "-Rust")
+    code, doc = run_json("--db", seeded, "search", "--", "unsafe", "-Rust")
     assert (code, _found(doc)) == (0, {C_LANG})
 
 
-def test_a_mistyped_long_option_is_still_a_usage_error(store: Path) -> None:
-    result = run("--db", str(store), "search", "unsafe", "--limt", "5")
+def test_a_mistyped_long_option_is_still_a_usage_error(seeded: str) -> None:
+    result = run("--db", seeded, "search", "unsafe", "--limt", "5")
     assert result.exit_code == 2
     assert "--limt" in result.output
 
@@ -63,27 +61,27 @@ def test_exclusions_move_to_the_end_of_their_or_branch(typed: str, expression: s
 
 
 @pytest.fixture
-def many(head_db: Path) -> Path:
+def many(head_store: str) -> str:
     for i in range(25):
-        make_session(head_db, f"20260201_10{i:04d}_many{i:04d}", texts=(f"flaky test {i}",))
-    return head_db
+        make_session(head_store, f"20260201_10{i:04d}_many{i:04d}", texts=(f"flaky test {i}",))
+    return head_store
 
 
-def test_search_reports_the_total_and_whether_more_match(many: Path) -> None:
-    code, doc = run_json("--db", str(many), "search", "flaky", "--limit", "10")
+def test_search_reports_the_total_and_whether_more_match(many: str) -> None:
+    code, doc = run_json("--db", many, "search", "flaky", "--limit", "10")
     assert code == 0
     assert (doc["count"], doc["total"], doc["total_exact"], doc["more"]) == (10, 25, True, True)
-    human = run("--db", str(many), "search", "flaky", "--limit", "10").stdout
+    human = run("--db", many, "search", "flaky", "--limit", "10").stdout
     assert "15 more hits (--offset 10 shows the next)" in human
 
 
-def test_offset_pages_through_every_hit_once(many: Path) -> None:
+def test_offset_pages_through_every_hit_once(many: str) -> None:
     seen: list[int] = []
     for offset in (0, 10, 20):
-        _, doc = run_json("--db", str(many), "search", "flaky", "--limit", "10",
+        _, doc = run_json("--db", many, "search", "flaky", "--limit", "10",
                           "--offset", str(offset))
         seen += [h["message_id"] for g in doc["results"] for h in g["hits"]]
         assert doc["offset"] == offset
     assert len(seen) == len(set(seen)) == 25
     assert doc["more"] is False
-    assert "more hit" not in run("--db", str(many), "search", "flaky", "--offset", "20").stdout
+    assert "more hit" not in run("--db", many, "search", "flaky", "--offset", "20").stdout

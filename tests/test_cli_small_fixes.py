@@ -17,22 +17,22 @@ A = "20260101_100000_aaaa1111"
 
 
 @pytest.fixture
-def store(head_db: Path) -> Path:
-    make_session(head_db, A, age_days=200, texts=("hello",))
-    return head_db
+def seeded(head_store: str) -> str:
+    make_session(head_store, A, age_days=200, texts=("hello",))
+    return head_store
 
 
-def test_an_export_of_everything_counts_progress_against_every_session(head_db: Path,
+def test_an_export_of_everything_counts_progress_against_every_session(head_store: str,
                                                                       tmp_path: Path) -> None:
     for i in range(40):
-        make_session(head_db, f"20260101_10{i:04d}_many{i:04d}")
-    result = run("--db", str(head_db), "export", str(tmp_path / "all.jsonl"))
+        make_session(head_store, f"20260101_10{i:04d}_many{i:04d}")
+    result = run("--db", head_store, "export", str(tmp_path / "all.jsonl"))
     assert result.exit_code == 0
     assert "sessions: 40/40" in result.stderr
     assert "1/1" not in result.stderr
 
 
-def test_ctrl_c_under_json_still_prints_one_json_document(store: Path,
+def test_ctrl_c_under_json_still_prints_one_json_document(seeded: str,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     from hermes_store.repo import listing
 
@@ -40,20 +40,20 @@ def test_ctrl_c_under_json_still_prints_one_json_document(store: Path,
         raise KeyboardInterrupt
 
     monkeypatch.setattr(listing, "list_matching", interrupted)
-    result = run("--db", str(store), "--json", "list")
+    result = run("--db", seeded, "--json", "list")
     assert result.exit_code == 130
     doc = json.loads(result.stdout)
     assert doc["ok"] is False and doc["error"]["code"] == "interrupted"
 
 
-def test_importing_a_missing_file_is_not_found(store: Path, tmp_path: Path) -> None:
-    code, doc = run_json("--db", str(store), "import", str(tmp_path / "missing.jsonl"))
+def test_importing_a_missing_file_is_not_found(seeded: str, tmp_path: Path) -> None:
+    code, doc = run_json("--db", seeded, "import", str(tmp_path / "missing.jsonl"))
     assert code == 3
     assert doc["error"]["message"] == f"no such file: {tmp_path / 'missing.jsonl'}"
 
 
-def test_importing_a_directory_says_it_is_one(store: Path, tmp_path: Path) -> None:
-    result = run("--db", str(store), "import", str(tmp_path))
+def test_importing_a_directory_says_it_is_one(seeded: str, tmp_path: Path) -> None:
+    result = run("--db", seeded, "import", str(tmp_path))
     assert result.exit_code == 2
     assert "is a directory" in result.stderr and "no such file" not in result.stderr
 
@@ -73,15 +73,15 @@ def test_importing_a_junk_file_into_no_store_creates_nothing(tmp_path: Path) -> 
     assert not target.exists()
 
 
-def test_a_too_short_prefix_says_so(store: Path) -> None:
-    code, doc = run_json("--db", str(store), "show", "202")
+def test_a_too_short_prefix_says_so(seeded: str) -> None:
+    code, doc = run_json("--db", seeded, "show", "202")
     assert code == 3
     assert "at least 4 characters" in doc["error"]["message"]
 
 
-def test_a_huge_query_is_not_echoed_back_in_full(store: Path) -> None:
+def test_a_huge_query_is_not_echoed_back_in_full(seeded: str) -> None:
     query = "zzqx " * 400
-    result = run("--db", str(store), "search", query)
+    result = run("--db", seeded, "search", query)
     assert result.exit_code == 0
     assert "no messages match" in result.stdout
     assert len(result.stdout) < 200
@@ -93,8 +93,8 @@ def test_a_huge_query_is_not_echoed_back_in_full(store: Path) -> None:
     (["pin", A, "--dry-run"], "would pin 1 session"),
     (["export", "-", "--dry-run"], "would export 1 session, 1 message"),
 ])
-def test_counts_of_one_read_in_the_singular(store: Path, args: list[str], text: str) -> None:
-    result = run("--db", str(store), *args)
+def test_counts_of_one_read_in_the_singular(seeded: str, args: list[str], text: str) -> None:
+    result = run("--db", seeded, *args)
     assert result.exit_code == 0, result.output
     assert text in result.stdout
     assert "1 sessions" not in result.output and "would change" not in result.output
@@ -144,8 +144,9 @@ def test_doctor_hints_quote_only_the_commands(hint: str, shown: str) -> None:
     assert render.commands_marked(hint) == shown
 
 
-def test_doctor_hints_never_quote_prose_as_a_command(head_db: Path) -> None:
-    result = run("--db", str(head_db), "doctor")
+@pytest.mark.sqlite_only  # server meaning lands with copy (land-pgc)
+def test_doctor_hints_never_quote_prose_as_a_command(head_store: str) -> None:
+    result = run("--db", head_store, "doctor")
     for line in result.stdout.splitlines():
         for quoted in line.split("`")[1::2]:
             assert quoted.startswith("hermes-store ") and ";" not in quoted, line

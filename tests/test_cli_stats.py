@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from cli_support import add_session, run, run_json, sha256
+from cli_support import add_session, execute, run, run_json, sha256, store_exists
 from sqlalchemy import select
 
 from hermes_store.db import migrate
@@ -54,11 +54,11 @@ def test_stats_gives_bytes_per_table_and_index_and_the_fts_share(upgraded_v11: P
     assert 0 < space["fts_share"] < 1
 
 
-def test_stats_on_a_missing_store_is_empty_with_a_note(tmp_path: Path) -> None:
-    result = run("--db", str(tmp_path / "none.db"), "stats")
+def test_stats_on_a_store_not_made_yet_is_empty_with_a_note(empty_store: str) -> None:
+    result = run("--db", empty_store, "stats")
     assert result.exit_code == 0
     assert "no store" in result.stderr
-    assert not (tmp_path / "none.db").exists()
+    assert not store_exists(empty_store)
 
 
 def test_stats_on_a_store_behind_the_code_says_upgrade_and_changes_nothing(legacy_db) -> None:
@@ -169,19 +169,17 @@ def test_the_wal_reset_bug_is_flagged_by_version(version: tuple[int, int, int],
     assert has_wal_reset_bug(version) is affected
 
 
-def test_idle_open_sessions_judges_activity_like_every_listing(head_db: Path) -> None:
+def test_idle_open_sessions_judges_activity_like_every_listing(head_store: str) -> None:
     now = 1_800_000_000.0
-    con = sqlite3.connect(head_db)
-    with con:
-        con.executemany(
-            "INSERT INTO sessions (id, source, started_at, last_activity_at) "
-            "VALUES (?, 'cli', ?, ?)",
-            [("idle", now - 3 * 86400, None),
-             ("active", now - 3 * 86400, now - 60),
-             # Only garbage timestamps: the shared expression falls back to started_at as is.
-             ("clock_skewed", now + 10 * 365 * 86400, None)])
-    con.close()
-    engine = open_engine(head_db)
+    for sid, started, active in [
+            ("idle", now - 3 * 86400, None),
+            ("active", now - 3 * 86400, now - 60),
+            # Only garbage timestamps: the shared expression falls back to started_at as is.
+            ("clock_skewed", now + 10 * 365 * 86400, None)]:
+        execute(head_store, "INSERT INTO sessions (id, source, started_at, last_activity_at) "
+                "VALUES (:sid, 'cli', :started, :active)", sid=sid, started=started,
+                active=active)
+    engine = open_engine(head_store)
     with reading(engine) as conn:
         assert stats.idle_open_sessions(conn, now=now) == 1
         shared = conn.execute(

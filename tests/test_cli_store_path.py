@@ -7,21 +7,37 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from cli_support import run, run_json
+from cli_support import on_server, run, run_json
+from sqlalchemy.engine import make_url
 
 from hermes_store import open_engine
 from hermes_store.errors import StoreNotFoundError
 
 
+def _missing_place(store: str) -> str:
+    """Where no store can be: a directory that is not there, or a database the server lacks."""
+    if on_server(store):
+        return make_url(store).set(database="no_such_db").render_as_string(hide_password=False)
+    return str(Path(store).parent / "no-such-dir" / "state.db")
+
+
 @pytest.mark.parametrize("args", [["list"], ["stats"], ["search", "x"], ["current"],
-                                  ["doctor"], ["upgrade"], ["show", "abcd1234"]])
-def test_a_store_in_a_missing_directory_is_not_found(tmp_path: Path, args: list[str]) -> None:
-    missing = tmp_path / "no-such-dir" / "state.db"
-    code, doc = run_json("--db", str(missing), *args)
+                                  ["upgrade"], ["show", "abcd1234"], ["check"]])
+def test_a_store_in_a_missing_place_is_not_found(store: str, args: list[str]) -> None:
+    missing = _missing_place(store)
+    code, doc = run_json("--db", missing, *args)
     assert code == 3, doc
     assert doc["error"]["code"] == "not_found"
-    assert "no-such-dir" in doc["error"]["message"]
-    assert not missing.parent.exists()
+    assert ("no_such_db" if on_server(store) else "no-such-dir") in doc["error"]["message"]
+    assert run_json("--db", missing, "list")[0] == 3  # nothing was created
+
+
+@pytest.mark.sqlite_only  # server meaning lands with copy (land-pgc)
+def test_doctor_on_a_store_in_a_missing_directory_is_not_found(store: str) -> None:
+    missing = _missing_place(store)
+    code, doc = run_json("--db", missing, "doctor")
+    assert (code, doc["error"]["code"]) == (3, "not_found"), doc
+    assert not Path(missing).parent.exists()
 
 
 def test_import_does_not_create_a_mistyped_directory(tmp_path: Path) -> None:

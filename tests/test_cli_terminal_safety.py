@@ -3,8 +3,6 @@ terminal raw from human output, while --json keeps the text exact."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from cli_support import add_message, make_session, run, run_json
 
@@ -13,10 +11,10 @@ HOSTILE = "colour \x1b[31mred\x1b[0m title \x1b]0;pwned\x07 clear \x1b[2J done\r
 
 
 @pytest.fixture
-def store(head_db: Path) -> Path:
-    make_session(head_db, SID, title="t\x1b[5mblink", texts=(f"needle {HOSTILE}",))
-    add_message(head_db, SID, "tool", f"needle tool {HOSTILE}", tool_name="sh\x1b[1m")
-    return head_db
+def seeded(head_store: str) -> str:
+    make_session(head_store, SID, title="t\x1b[5mblink", texts=(f"needle {HOSTILE}",))
+    add_message(head_store, SID, "tool", f"needle tool {HOSTILE}", tool_name="sh\x1b[1m")
+    return head_store
 
 
 def _assert_neutralised(text: str) -> None:
@@ -27,22 +25,22 @@ def _assert_neutralised(text: str) -> None:
 
 @pytest.mark.parametrize("args", [["show", SID], ["show", SID, "--full"],
                                   ["search", "needle"], ["list"]])
-def test_human_output_never_carries_control_characters(store: Path, args: list[str]) -> None:
-    result = run("--db", str(store), *args)
+def test_human_output_never_carries_control_characters(seeded: str, args: list[str]) -> None:
+    result = run("--db", seeded, *args)
     assert result.exit_code == 0, result.output
     assert "\x1b" not in result.stdout and "\r" not in result.stdout
     if args[0] != "list":
         _assert_neutralised(result.stdout)
 
 
-def test_json_output_keeps_the_text_exact(store: Path) -> None:
-    code, doc = run_json("--db", str(store), "show", SID)
+def test_json_output_keeps_the_text_exact(seeded: str) -> None:
+    code, doc = run_json("--db", seeded, "show", SID)
     assert code == 0
     assert doc["messages"][0]["content"] == f"needle {HOSTILE}"
     assert doc["session"]["title"] == "t\x1b[5mblink"
 
 
-def test_notes_and_previews_on_stderr_are_neutralised_too(store: Path) -> None:
-    result = run("--db", str(store), "delete", SID, "--dry-run")
+def test_notes_and_previews_on_stderr_are_neutralised_too(seeded: str) -> None:
+    result = run("--db", seeded, "delete", SID, "--dry-run")
     assert result.exit_code == 0
     assert "\x1b" not in result.output and "t\\x1b[5mblink" in result.output

@@ -6,7 +6,14 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from cli_support import held_by_other_process, run, run_json, sha256
+from cli_support import (
+    fingerprint,
+    held_by_other_process,
+    run,
+    run_json,
+    sha256,
+    store_exists,
+)
 
 from hermes_store.db import migrate
 from hermes_store.errors import StoreBusyError
@@ -25,11 +32,18 @@ def test_dry_run_lists_pending_revisions_and_changes_nothing(legacy_db) -> None:
     assert list(path.parent.glob("*.pre-upgrade-*")) == []
 
 
-def test_dry_run_on_a_missing_store_lists_every_revision(tmp_path: Path) -> None:
-    code, doc = run_json("--db", str(tmp_path / "new.db"), "upgrade", "--dry-run")
+def test_dry_run_on_a_store_not_made_yet_lists_every_revision(empty_store: str) -> None:
+    code, doc = run_json("--db", empty_store, "upgrade", "--dry-run")
     assert code == 0
     assert doc["pending"][0] == "0001_v1_initial" and doc["pending"][-1] == migrate.head_revision()
-    assert not (tmp_path / "new.db").exists()
+    assert not store_exists(empty_store)
+
+
+def test_an_unknown_target_revision_on_a_store_at_head_changes_nothing(head_store: str) -> None:
+    before = fingerprint(head_store)
+    result = run("--db", head_store, "upgrade", "no_such_revision")
+    assert result.exit_code == 3 and "no_such_revision" in result.stderr
+    assert fingerprint(head_store) == before
 
 
 def test_upgrade_backs_up_the_legacy_store_first(legacy_db) -> None:

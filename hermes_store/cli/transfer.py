@@ -14,6 +14,7 @@ from hermes_store.cli.render import count, say, size
 from hermes_store.errors import InputNotFoundError, UsageError
 
 if TYPE_CHECKING:
+    from hermes_store.paths import StoreLocation
     from hermes_store.repo.filters import SessionFilter
     from hermes_store.transfer import load
 
@@ -248,6 +249,13 @@ def _discard_new_store(path: Path) -> None:
         file.unlink(missing_ok=True)
 
 
+def _file_size(db: Path | StoreLocation) -> str:
+    # A server's database is no file: there is no size to show, and it is never created here.
+    if not isinstance(db, Path):
+        return ""
+    return f" ({size(db.stat().st_size) if db.exists() else 'not created'})"
+
+
 def _summary_line(f: load.FileImportSummary) -> str:
     parts = [f"{f.status}", count(f.sessions_imported, "session"),
              count(f.messages_imported, "message")]
@@ -332,8 +340,8 @@ def import_cmd(obj: Ctx, paths: tuple[Path, ...], kind: str | None, import_all: 
              f"{verb} {count(result.sessions_imported, 'session')}, "
              f"{count(result.messages_imported, 'message')} from "
              f"{count(len(result.files), 'file')} ({len(result.failed)} failed, "
-             f"{count(result.malformed_lines, 'malformed line')} skipped); store {obj.db} "
-             f"({size(obj.db.stat().st_size) if obj.db.exists() else 'not created'})",
+             f"{count(result.malformed_lines, 'malformed line')} skipped); store {obj.db}"
+             f"{_file_size(obj.db)}",
              ok=not result.failed)
     if result.exit_code:
         sys.exit(result.exit_code)

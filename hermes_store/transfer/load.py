@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, MetaData, Table, func, insert, select, update
+from sqlalchemy import Connection, Engine, MetaData, Table, insert, or_, select, update
 
 from hermes_store.content import encode_content, encode_tool_calls
 from hermes_store.db.engine import APPEND_BUDGET_S, reading, run_write
@@ -356,17 +356,22 @@ def _find_imported(conn: Connection, parsed: ImportedSession) -> tuple[str, dict
     prov = _provenance_of(row.origin_json) if row else None
     if row and prov and prov.get("foreign_session_id") == parsed.foreign_session_id:
         return row.id, prov
-    # The native id embeds the start time; look the key up by value in case that moved.
-    safe = func.iif(func.json_valid(s.origin_json), s.origin_json, "{}")
+    # The native id embeds the start time; look the key up by value in case that moved. The
+    # JSON is read here, not in SQL: the backends share no JSON function that tolerates a
+    # cell which is not JSON. Its text narrows the scan, spelt as either encoder writes it.
+    foreign = parsed.foreign_session_id
+    if foreign is None:  # as SQL's NULL, matches nothing
+        return None
+    spellings = {json.dumps(foreign), json.dumps(foreign, ensure_ascii=False)}
     for sid, origin in conn.execute(
         select(s.id, s.origin_json).where(
             s.source == parsed.source,
-            func.json_extract(safe, "$.imported_from.foreign_session_id")
-            == parsed.foreign_session_id,
+            or_(*(s.origin_json.contains(spelt, autoescape=True) for spelt in spellings)),
         )
     ):
         prov = _provenance_of(origin)
-        if prov and prov.get("tool") == parsed.tool:
+        if prov and prov.get("tool") == parsed.tool \
+                and prov.get("foreign_session_id") == foreign:
             return sid, prov
     return None
 
