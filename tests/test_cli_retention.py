@@ -279,7 +279,6 @@ def test_archive_by_id_notes_no_ancestors_of_other_lineages(seeded: str) -> None
     assert doc["spared"]["lineage"] == 1  # by a filter, the old ancestor is still noted
 
 
-@pytest.mark.sqlite_only  # server meaning lands with copy (land-pgc)
 def test_an_open_lineage_note_counts_open_sessions_as_stats_does(seeded: str) -> None:
     compressed_pair(seeded, root_age=200, tip_age=150, tip_ended=False)
     _, stats = run_json("--db", seeded, "stats")

@@ -144,7 +144,6 @@ def test_doctor_hints_quote_only_the_commands(hint: str, shown: str) -> None:
     assert render.commands_marked(hint) == shown
 
 
-@pytest.mark.sqlite_only  # server meaning lands with copy (land-pgc)
 def test_doctor_hints_never_quote_prose_as_a_command(head_store: str) -> None:
     result = run("--db", head_store, "doctor")
     for line in result.stdout.splitlines():

@@ -32,7 +32,6 @@ def test_a_store_in_a_missing_place_is_not_found(store: str, args: list[str]) ->
     assert run_json("--db", missing, "list")[0] == 3  # nothing was created
 
 
-@pytest.mark.sqlite_only  # server meaning lands with copy (land-pgc)
 def test_doctor_on_a_store_in_a_missing_directory_is_not_found(store: str) -> None:
     missing = _missing_place(store)
     code, doc = run_json("--db", missing, "doctor")
