@@ -272,7 +272,7 @@ def test_a_copy_killed_mid_stream_resumes_without_duplicates(
     copied = q(target, "SELECT count(*) FROM messages")[0][0]
     assert copied == partial["rows"]["messages"]  # marker and rows committed together
     code, doc = run_json("--db", head_store, "copy", "--to", target, "--batch-size", "500")
-    assert code == 0 and doc["resumed"] is True and doc["verified"] is True
+    assert code == 0 and doc["resumed"] is True and doc["verified"] is True, doc
     assert _contents(target) == _contents(head_store)
     ids = [r[0] for r in q(target, "SELECT id FROM messages")]
     assert len(ids) == len(set(ids)) == 4000 + 2 * 3 + 1

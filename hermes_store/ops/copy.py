@@ -141,9 +141,12 @@ def _holds_data(conn: Connection) -> str | None:
 
 
 def _source_id(location: StoreLocation) -> str:
+    """Which store this is, whoever connects to it: a rerun that logs in as another role, or
+    with a password where the first run had none, still resumes its own copy."""
     if location.path is not None:
         return str(location.path.expanduser().resolve())
-    return location.display
+    url = location.url
+    return f"postgresql://{url.host or 'localhost'}:{url.port or 5432}/{url.database}"
 
 
 def _open_target(dest: StoreLocation, source_id: str) -> tuple[Engine, dict[str, Any] | None]:
