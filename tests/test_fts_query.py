@@ -811,7 +811,8 @@ def pg_query_db(pg_server) -> Iterator[object]:
     for mask in range(1 << len(VOCAB)):
         words = [w for i, w in enumerate(VOCAB) if mask >> i & 1]
         conn.execute("INSERT INTO m VALUES (%s, %s, %s, to_tsvector('hermes_search', "
-                     "COALESCE(%s, '')) || to_tsvector('hermes_search', COALESCE(%s, '')))",
+                     "hermes_word_text(COALESCE(%s, ''))) || to_tsvector('hermes_search', "
+                     "hermes_word_text(COALESCE(%s, ''))))",
                      (mask + 1, " ".join(words[::2]) or None, " ".join(words[1::2]) or None,
                       " ".join(words[::2]) or None, " ".join(words[1::2]) or None))
     yield conn
@@ -875,15 +876,28 @@ def test_rendered_trees_are_valid_tsqueries_on_postgresql(pg_query_db: object, r
                  (bigram_query(tree),)).fetchone()
 
 
-def test_postgresql_search_ddl_is_the_revisions() -> None:
-    """db/derived.py's live copy of revision 0018 says exactly what the revision runs."""
+def _revision(filename: str) -> Any:
     import importlib.util
     from pathlib import Path
 
-    from hermes_store.db.derived import PG_STATEMENTS
-
-    path = Path(__file__).parents[1] / "migrations" / "versions" / "0018_pg_search_indexes.py"
-    spec = importlib.util.spec_from_file_location("rev0018", path)
+    path = Path(__file__).parents[1] / "migrations" / "versions" / filename
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
-    assert module.STATEMENTS == [sql for _, sql in PG_STATEMENTS]
+    return module
+
+
+def test_postgresql_search_ddl_is_the_revisions() -> None:
+    """db/derived.py's live copy says exactly what revisions 0018 and 0020 run: 0018's layout,
+    its word column replaced by 0020's, which reads the text through 0020's function."""
+    from hermes_store.db.derived import PG_SEPARATOR_CLASS, PG_STATEMENTS, PG_WORD_SEPARATORS
+
+    first, words = _revision("0018_pg_search_indexes.py"), _revision(
+        "0020_pg_words_split_at_punctuation.py")
+    head = list(first.STATEMENTS)
+    column = head.index(words.OLD_WORD_COLUMN)
+    head[column:column + 1] = [words.WORD_TEXT_FUNCTION, words.WORD_COLUMN]
+    assert words.WORD_INDEX in head
+    assert head == [sql for _, sql in PG_STATEMENTS]
+    assert words.SEPARATORS == PG_WORD_SEPARATORS
+    assert words._separator_class(words.SEPARATORS) == PG_SEPARATOR_CLASS

@@ -1,11 +1,13 @@
 """PostgreSQL's statements for a message search (docs/search.md#postgresql): the
-same routes, hit lists and page as ``search.sqlite``, over revision 0018's indexes.
+same routes, hit lists and page as ``search.sqlite``, over revision 0018's indexes (the word
+column's text split at punctuation since revision 0020).
 
-* word route: ``messages.search_words @@ to_tsquery('hermes_search', …)`` with every term a
-  quoted lexeme (``'chat-send'``, ``'deploy':*``; the parser inside ``to_tsquery`` cuts a quoted
-  phrase into ``<->`` steps exactly as ``to_tsvector`` cut the text). ``websearch_to_tsquery`` is
-  not used: it loses prefixes, parentheses and NOT. Rows holding CJK are judged by the bigram
-  column instead, as SQLite judges them by its bigram index;
+* word route: ``messages.search_words @@ to_tsquery('hermes_search', …)`` with every term cut
+  at unicode61's separators, as the column's text was (``hermes_word_text``, revision 0020), and
+  its pieces quoted lexemes in ``<->`` steps: ``chat-send`` is ``('chat' <-> 'send')``,
+  ``"Cargo.to"*`` is ``('Cargo' <-> 'to':*)``, as FTS5 reads both as phrases.
+  ``websearch_to_tsquery`` is not used: it loses prefixes, parentheses and NOT. Rows holding CJK
+  are judged by the bigram column instead, as SQLite judges them by its bigram index;
 * bigram route: ``messages.search_cjk @@ '…'::tsquery``, a literal of the lexemes
   ``repo.bigrams`` writes (a CJK term asks for weight A, the text, as SQLite names the column);
 * substring route: ``ILIKE`` on the expression the pg_trgm index covers, scoped as the trigram
@@ -20,11 +22,13 @@ list of the page is ``sqlite.PAGE_COLUMNS``, so rows are read by the same getter
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from hermes_store.db.catalog import SearchLayout
-from hermes_store.db.derived import PG_SCOPE_TEXT, PG_SEARCH_CONFIG
+from hermes_store.db.derived import (PG_ASCII_SPACE_CLASS, PG_SCOPE_TEXT, PG_SEARCH_CONFIG,
+                                     PG_SEPARATOR_CLASS)
 from hermes_store.repo import bigrams
 from hermes_store.search.language import And, Node, Not, Term
 from hermes_store.search.sqlite import CONTEXT_CHARS, PAGE_COLUMNS, Filters, Sql
@@ -146,8 +150,25 @@ def _quoted(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
+_SEPARATORS = re.compile(f"[{PG_ASCII_SPACE_CLASS}{PG_SEPARATOR_CLASS}]+")
+# An operand ``to_tsquery`` finds no lexeme in: it drops it from the query, as FTS5 drops a
+# phrase without tokens (a term of separators alone, such as New Tai Lue vowel signs).
+_NO_LEXEME = "' '"
+
+
+def word_pieces(text: str) -> list[str]:
+    """``text`` cut where unicode61 (and so ``hermes_word_text``) cuts it."""
+    return [piece for piece in _SEPARATORS.split(text) if piece]
+
+
 def _word_leaf(term: Term) -> str:
-    return _quoted(term.text) + (":*" if term.prefix else "")
+    # FTS5 reads a term of several tokens as a phrase, its star on the last token alone.
+    pieces = [_quoted(piece) for piece in word_pieces(term.text)]
+    if not pieces:
+        return _NO_LEXEME
+    if term.prefix:
+        pieces[-1] += ":*"
+    return pieces[0] if len(pieces) == 1 else "(" + " <-> ".join(pieces) + ")"
 
 
 def word_query(tree: Node) -> str:
