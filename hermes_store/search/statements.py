@@ -66,7 +66,10 @@ def _fetch(conn: Connection, statement: Sql) -> list[Any]:
     """
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
-        return cursor.execute(statement.text, tuple(statement.params)).fetchall()
+        if statement.prepare is None:
+            return cursor.execute(statement.text, tuple(statement.params)).fetchall()
+        return cursor.execute(statement.text, tuple(statement.params),
+                              prepare=statement.prepare).fetchall()
     finally:
         cursor.close()
 
