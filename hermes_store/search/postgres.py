@@ -48,9 +48,15 @@ _ALL_COLUMNS = ("m.content", "m.tool_name", "m.tool_calls")
 # Conditions of the parts of a hit list, on ``messages AS m`` (and ``sessions AS s``).
 # Rows whose CJK tokens are written are judged by the bigram column alone.
 _WORD_MATCH = f"m.search_words @@ {_WORD_QUERY}"
-_WORD_SPLIT = " AND COALESCE(length(m.search_cjk), 0) = 0"
+# ``COALESCE(length(m.search_cjk), 0)`` is the expression revision 0020 keeps statistics on, so
+# the planner knows how many rows each side of the split holds. The bigram match repeats it
+# (implied by any match): without it a store with no CJK text, whose bigram column has no lexeme
+# statistics, gets PostgreSQL's default guess of 0.5% for every term, and a time-ordered search
+# for a term found nowhere would walk the whole table.
+_CJK_LENGTH = "COALESCE(length(m.search_cjk), 0)"
+_WORD_SPLIT = f" AND {_CJK_LENGTH} = 0"
 _WORD_SCORE = f"-ts_rank_cd(m.search_words, {_WORD_QUERY})::float8"
-_BIGRAM_MATCH = "m.search_cjk @@ %s::tsquery"
+_BIGRAM_MATCH = f"m.search_cjk @@ %s::tsquery AND {_CJK_LENGTH} > 0"
 _BIGRAM_SCORE = "-ts_rank_cd(m.search_cjk, %s::tsquery)::float8"
 _TRIGRAM = f"m.role IS DISTINCT FROM 'tool' AND {_SCOPE} AND {{like}}"
 # Rows another program wrote wait for ``bigrams.catch_up`` (a partial index holds their ids).

@@ -11,6 +11,10 @@ Three measured changes to revision 0018's layout (docs/search.md#postgresql, REA
   default 4 MB the append that overflows the list merges all of it first (~250 ms measured);
   with 128 kB a merge takes ~10 ms (at most ~40 ms) and appends stay as fast, while
   ``fastupdate = off`` made every append slower (benchmarks/bench_gin.py).
+* statistics on ``COALESCE(length(search_cjk), 0)`` (PostgreSQL 14+): the search splits rows by
+  this expression (CJK rows are judged by the bigram column), and without statistics the planner
+  guessed 0.5% for it whatever the store held, so a time-ordered search could walk the time
+  index for a term found in few rows, or none.
 * ``parallel_workers = 0`` on ``messages``: the planner chose two parallel workers for some
   searches of a few milliseconds, and starting them cost ~25 ms on a busy two-core server. A LIKE
   scan over tool output (the one route that reads the whole table) loses parallelism.
@@ -29,6 +33,9 @@ depends_on = None
 GIN_INDEXES = ("idx_messages_search_words", "idx_messages_search_trgm", "idx_messages_search_cjk")
 PENDING_LIST_KB = 128
 
+# Statistics on an expression need PostgreSQL 14; older servers go without (and guess).
+EXPRESSION_STATISTICS = ("CREATE STATISTICS IF NOT EXISTS messages_search_cjk_length "
+                         "ON (COALESCE(length(search_cjk), 0)) FROM messages")
 STATEMENTS = [
     "CREATE INDEX IF NOT EXISTS idx_messages_search_time ON messages (timestamp, id)",
     *(f"ALTER INDEX {index} SET (gin_pending_list_limit = {PENDING_LIST_KB})"
@@ -42,12 +49,16 @@ def upgrade() -> None:
         return  # SQLite: FTS5 has no pending list, the time order is not served by this index
     for stmt in STATEMENTS:
         op.execute(stmt)
+    if op.get_bind().dialect.server_version_info >= (14,):
+        op.execute(EXPRESSION_STATISTICS)
+        op.execute("ANALYZE messages")  # statistics exist once gathered: do it now
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
     op.execute("ALTER TABLE messages RESET (parallel_workers)")
+    op.execute("DROP STATISTICS IF EXISTS messages_search_cjk_length")
     for index in GIN_INDEXES:
         op.execute(f"ALTER INDEX {index} RESET (gin_pending_list_limit)")
     op.execute("DROP INDEX IF EXISTS idx_messages_search_time")
