@@ -13,14 +13,14 @@ same routes and page as ``search.sqlite``, over revision 0018's indexes.
 * LIKE route: ``ILIKE`` over the stored columns (SQLite's LIKE folds ASCII case alone, and so
   does ILIKE in the columns' "C" collation).
 
-A route's hits are :class:`Part` s, each a condition on one ``messages`` row (and its session):
-the parts of a route never share a row, so no hit list needs grouping. Ranked pages (``-ts_rank_cd``,
-lower is better, as bm25) read every hit's rank from a ``UNION ALL`` of the parts; pages in time
-order (``newest``/``oldest``, and routes without a rank) are one ``SELECT`` on ``messages`` with the
-parts' conditions ORed, ordered by ``(timestamp, id)``, which revision 0020's index serves: the
-planner walks it and stops at the page for a common term, or reads the GIN indexes and sorts the
-few hits of a rare one. That choice needs the terms, so those statements are never prepared
-(``Sql.prepare``): a generic plan would walk the whole table for a rare term.
+A route's hits are :class:`Part` s, each a condition on one ``messages`` row (and its session);
+the parts of a route never share a row, so no hit list needs grouping. A page is one ``SELECT``
+on ``messages`` with the parts' conditions ORed. Ranked (``-ts_rank_cd``, lower is better, as
+bm25) it ranks every hit. In time order (``newest``/``oldest``, and routes without a rank) it is
+ordered by ``(timestamp, id)``, which revision 0020's index serves: the planner walks it and
+stops at the page for a common term, or reads the GIN indexes and sorts the few hits of a rare
+one. That choice needs the terms, so those statements are never prepared (``Sql.prepare``): a
+generic plan could walk the whole table for a rare term. Neither are filtered pages.
 
 Snippets are cut from the stored text (``search.snippets``). Values are bound, never spliced;
 the select list of the page is ``sqlite.PAGE_COLUMNS``, so rows are read by the same getters.
@@ -43,6 +43,11 @@ _NOTHING = "'\x01'"
 _WORD_QUERY = f"to_tsquery('{PG_SEARCH_CONFIG}', %s)"
 _SCOPE = "COALESCE(s.source, '') NOT IN ('cron', 'subagent')"
 _SCOPE_TEXT = PG_SCOPE_TEXT.format(t="m")
+# The same text, written so that no index matches it: the rows still waiting for their CJK
+# tokens are found through their own partial index. Matched against the trigram index's
+# expression, a generic plan chose that index for a 2-character term, which pg_trgm answers
+# with every row (200 ms where the pending rows took 0.1).
+_PENDING_TEXT = f"({_SCOPE_TEXT} || '')"
 _ALL_COLUMNS = ("m.content", "m.tool_name", "m.tool_calls")
 
 # Conditions of the parts of a hit list, on ``messages AS m`` (and ``sessions AS s``).
@@ -76,13 +81,14 @@ _FILTERS = """
     AND (%s::text[] IS NULL OR m.role = ANY(%s::text[]))"""
 _SESSION_JOIN = "\n  JOIN sessions AS s ON s.id = m.session_id"
 
-# One hit row of a ranked list: what the ranked cut orders by and the filters read, all taken
-# from the row the index pointed at (no second visit to ``messages`` for any hit).
-_RANKED_PART = "SELECT m.id, {score} AS rank, m.timestamp AS ts FROM messages AS m{join}\nWHERE {cond}"
+# Pages: one SELECT on ``messages`` whatever the route, its parts' conditions ORed (so the
+# planner ORs their indexes in one bitmap; a UNION ALL of the parts was planned as a Parallel
+# Append, whose workers cost more to start than a search of a few milliseconds). A ranked page
+# takes each row's rank from the first part whose condition it meets (parts never share a row).
 _RANKED_PAGE = """
-SELECT h.id AS id, h.rank AS best, h.ts AS ts FROM (
-{parts}) AS h
-ORDER BY h.rank, h.ts DESC, h.id DESC
+SELECT m.id AS id, {rank} AS best, m.timestamp AS ts FROM messages AS m{join}
+WHERE ({cond}){where}
+ORDER BY best, m.timestamp DESC, m.id DESC
 LIMIT %s OFFSET %s"""
 _TIMED_PAGE = """
 SELECT m.id AS id, 0.0::float8 AS best, m.timestamp AS ts FROM messages AS m{join}
@@ -150,8 +156,8 @@ class Hits(Sql):
 
     @classmethod
     def of(cls, parts: list[Part]) -> Hits:
-        text = " UNION ALL ".join(_IDS.format(join=_SESSION_JOIN if p.session else "",
-                                              cond=p.cond) for p in parts)
+        text = _IDS.format(join=_SESSION_JOIN if any(p.session for p in parts) else "",
+                           cond=_any_of(parts))
         return cls(text, [x for p in parts for x in p.params], parts=parts)
 
     @property
@@ -247,7 +253,7 @@ def _bigram_parts(tree: Node, scored: bool) -> list[Part]:
     return [Part(f"{_BIGRAM_MATCH} AND {_SCOPE}", [literal], session=True,
                  score=_BIGRAM_SCORE if scored else None,
                  score_params=[literal] if scored else []),
-            _like_part(_PENDING_LIKE, tree, (_SCOPE_TEXT,))]
+            _like_part(_PENDING_LIKE, tree, (_PENDING_TEXT,))]
 
 
 def route_hits(route: str, tree: Node, layout: SearchLayout, sources: list[str] | None = None,
@@ -296,24 +302,37 @@ def _where(filters: Filters, hide: bool) -> tuple[str, list[Any]]:
     return where, params
 
 
+def _any_of(parts: list[Part]) -> str:
+    return " OR ".join(f"({p.cond})" for p in parts)
+
+
+def _rank(parts: list[Part]) -> tuple[str, list[Any]]:
+    """The rank of a row: the score of the first part it belongs to (the last one: the rest)."""
+    *tested, last = parts
+    if not tested:
+        return last.score or "0.0::float8", list(last.score_params)
+    text, params = "CASE", []
+    for part in tested:
+        text += f" WHEN {part.cond} THEN {part.score or '0.0::float8'}"
+        params += [*part.params, *part.score_params]
+    return f"{text} ELSE {last.score or '0.0::float8'} END", [*params, *last.score_params]
+
+
 def _ranked_page(hits: Hits, filters: Filters, hide: bool, limit: int, offset: int) -> Sql:
     where, where_params = _where(filters, hide)
-    texts, params = [], []
-    for part in hits.parts:
-        join = _SESSION_JOIN if part.session or filters.any else ""
-        texts.append(_RANKED_PART.format(score=part.score or "0.0::float8", join=join,
-                                         cond=f"({part.cond}){where}"))
-        params += [*part.score_params, *part.params, *where_params]
-    return Sql(_RANKED_PAGE.format(parts="\nUNION ALL\n".join(texts)), [*params, limit, offset])
+    rank, rank_params = _rank(hits.parts)
+    session = filters.any or any(p.session for p in hits.parts)
+    text = _RANKED_PAGE.format(rank=rank, join=_SESSION_JOIN if session else "",
+                               cond=_any_of(hits.parts), where=where)
+    return Sql(text, [*rank_params, *hits.params, *where_params, limit, offset])
 
 
 def _timed_page(hits: Hits, order: str, filters: Filters, hide: bool, limit: int,
                 offset: int) -> Sql:
     where, where_params = _where(filters, hide)
     session = filters.any or any(p.session for p in hits.parts)
-    cond = " OR ".join(f"({p.cond})" for p in hits.parts)
-    text = _TIMED_PAGE.format(join=_SESSION_JOIN if session else "", cond=cond, where=where,
-                              dir="ASC" if order == "oldest" else "DESC")
+    text = _TIMED_PAGE.format(join=_SESSION_JOIN if session else "", cond=_any_of(hits.parts),
+                              where=where, dir="ASC" if order == "oldest" else "DESC")
     return Sql(text, [*hits.params, *where_params, limit, offset])
 
 
@@ -330,5 +349,8 @@ def page_statement(hits: Sql, tree: Node, layout: SearchLayout, order: str, filt
         page = _timed_page(hits, "oldest" if order == "oldest" else "newest", filters, hide,
                            limit, offset)
     order_by = _ORDERS["rank" if ranked else ("oldest" if order == "oldest" else "newest")]
-    return Sql(_PAGE.format(page=page.text, order=order_by), page.params,
-               prepare=None if ranked else False)
+    # Filters are "NULL or one of" conditions a generic plan cannot fold: it read every message
+    # of the filtered sessions through their session index (40× the pages of the plan made for
+    # the values), so a filtered page is planned for its values too.
+    prepare = None if ranked and not filters.any else False
+    return Sql(_PAGE.format(page=page.text, order=order_by), page.params, prepare=prepare)

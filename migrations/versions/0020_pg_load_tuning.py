@@ -15,9 +15,10 @@ Three measured changes to revision 0018's layout (docs/search.md#postgresql, REA
   this expression (CJK rows are judged by the bigram column), and without statistics the planner
   guessed 0.5% for it whatever the store held, so a time-ordered search could walk the time
   index for a term found in few rows, or none.
-* ``parallel_workers = 0`` on ``messages``: the planner chose two parallel workers for some
-  searches of a few milliseconds, and starting them cost ~25 ms on a busy two-core server. A LIKE
-  scan over tool output (the one route that reads the whole table) loses parallelism.
+* ``parallel_workers = 0`` on ``messages`` and ``sessions``: the planner chose two parallel
+  workers for some searches of a few milliseconds, and starting them cost ~25 ms on a busy
+  two-core server. A LIKE scan over tool output (the one route that reads the whole table) loses
+  parallelism.
 
 Revision ID: 0020_pg_load_tuning
 Revises: 0018_pg_search_indexes
@@ -41,6 +42,7 @@ STATEMENTS = [
     *(f"ALTER INDEX {index} SET (gin_pending_list_limit = {PENDING_LIST_KB})"
       for index in GIN_INDEXES),
     "ALTER TABLE messages SET (parallel_workers = 0)",
+    "ALTER TABLE sessions SET (parallel_workers = 0)",
 ]
 
 
@@ -58,6 +60,7 @@ def downgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
     op.execute("ALTER TABLE messages RESET (parallel_workers)")
+    op.execute("ALTER TABLE sessions RESET (parallel_workers)")
     op.execute("DROP STATISTICS IF EXISTS messages_search_cjk_length")
     for index in GIN_INDEXES:
         op.execute(f"ALTER INDEX {index} RESET (gin_pending_list_limit)")
