@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from hermes_store.db.engine import open_engine, reading, run_write
 from hermes_store.repo import bigrams
+from hermes_store.search import postgres as pg_statements
 from hermes_store.search import statements as search_module
 from hermes_store.search.sqlite import PAGE_COLUMNS, TOP_COLUMNS
 from hermes_store.search.statements import search_messages
@@ -408,7 +409,8 @@ def test_rows_carry_the_column_names_they_are_read_by(store, monkeypatch,
     assert run(path, query)
     wide = [names for names in named if len(names) > 1]
     assert list(PAGE_COLUMNS) in wide
-    assert all(names in (list(PAGE_COLUMNS), list(TOP_COLUMNS)) for names in wide), wide
+    shapes = (list(PAGE_COLUMNS), list(TOP_COLUMNS), list(pg_statements.PAGE_ID_COLUMNS))
+    assert all(names in shapes for names in wide), wide
 
 
 @pytest.mark.parametrize("query", ["python NOT 日本", "广西 OR 桂林 OR travel",

@@ -174,8 +174,12 @@ def _hit(row: Row, terms: list[str], known: dict[int, str]) -> dict[str, Any]:
 def _page(conn: Connection, hits: Sql, tree: Node, layout: SearchLayout, order: str,
           filters: Filters, limit: int, offset: int,
           top: tuple[str, int] | None = None, hide: bool = False) -> list[Row]:
-    return _fetch(conn, _statements(conn).page_statement(hits, tree, layout, order, filters,
-                                                         limit, offset, top, hide))
+    statement = _statements(conn).page_statement(hits, tree, layout, order, filters, limit,
+                                                 offset, top, hide)
+    page = _fetch(conn, statement)
+    if isinstance(statement, postgres.PageIds):  # the page's ids first, then their rows
+        page = _fetch(conn, statement.rows_of(page)) if page else []
+    return page
 
 
 def _normalize_sort(sort: object) -> str | None:
