@@ -90,9 +90,11 @@ def make_engine(location: StoreLocation, readonly: bool) -> Engine:
     connect_args["client_encoding"] = "utf8"
     options: dict[str, Any] = {"postgresql_readonly": True} if readonly else {}
     try:
+        # Readers' isolation is the connections' own (``engine.reading`` sets none); every write
+        # unit names its own (``begin_write``'s caller), and it is put back on return.
         engine = create_engine(url, pool_pre_ping=False, pool_size=POOL_SIZE,
                                max_overflow=MAX_OVERFLOW, connect_args=connect_args,
-                               execution_options=options)
+                               execution_options=options, isolation_level=READ_ISOLATION)
     except ModuleNotFoundError as err:
         raise BackendNotSupportedError(
             f"{location.display}: PostgreSQL support needs psycopg 3; install it with "
