@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from hermes_store import SessionDB
 from hermes_store.db.engine import open_engine, reading, run_write
 from hermes_store.repo import bigrams
 from hermes_store.search import postgres as pg_statements
@@ -428,3 +429,19 @@ def test_a_terms_id_set_is_computed_without_scores(store, monkeypatch, query: st
     assert run(path, query)
     id_sets = [sql for sql in seen if sql.startswith("WITH h(id, rank, origin)")]
     assert id_sets and not [sql for sql in id_sets if "bm25(" in sql or "ts_rank" in sql]
+
+
+def test_text_holding_nul_comes_back_whole_in_hits_and_context_on_a_server(
+        pg_store: str) -> None:
+    # PostgreSQL text cannot hold NUL: it is stored escaped, and a search page is read without
+    # the per-value loader of other reads, so its rows are unescaped on their own. (SQLite's
+    # snippets and context stop at a NUL: its text functions read C strings.)
+    with SessionDB(pg_store) as db:
+        db.create_session("nul", "cli")
+        db.append_message("nul", "user", "before\x00 the zeroterm\x00hit \uffff0 kept")
+        db.append_message("nul", "assistant", "after \x00 it")
+        for sort in (None, "newest"):
+            [hit] = db.search_messages("zeroterm", sort=sort)
+            assert ">>>zeroterm<<<" in hit["snippet"]
+            assert [c["content"] for c in hit["context"]] == [
+                "before\x00 the zeroterm\x00hit \uffff0 kept", "after \x00 it"]

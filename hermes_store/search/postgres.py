@@ -110,7 +110,7 @@ _PAGE_OUTPUT = {
     "model": "s.model", "started_at": "s.started_at", "best": "page.best",
     "origin": "'text'", "fts_snippet": "NULL",
     "content": "m.content", "tool_calls": "m.tool_calls",
-    "ctx_self": _CONTEXT_TEXT.format(t="m"),
+    "ctx_self": "NULL",  # the hit's own context is cut from its content, already in the row
     "prev_id": "p.id", "prev_role": "p.role", "prev_text": _CONTEXT_TEXT.format(t="p"),
     "next_id": "n.id", "next_role": "n.role", "next_text": _CONTEXT_TEXT.format(t="n"),
     "tie_cut": "0",

@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session
 
 from hermes_store.content import MULTIMODAL_PREFIX, text_of
 from hermes_store.db import catalog
+from hermes_store.db import postgres as pg
 from hermes_store.db.catalog import SearchLayout
 from hermes_store.search import language, postgres, sqlite
 from hermes_store.search.language import Node, Term
@@ -51,7 +52,7 @@ Row = tuple[Any, ...]
 _HIT = sqlite.page_columns("id", "session_id", "role", "timestamp", "tool_name", "source", "model",
                            "started_at", "origin", "fts_snippet", "content", "tool_calls")
 _CONTEXT = sqlite.page_columns("id", "role", "ctx_self", "prev_id", "prev_role", "prev_text",
-                               "next_id", "next_role", "next_text")
+                               "next_id", "next_role", "next_text", "content")
 _TIE_CUT = sqlite.page_columns("tie_cut")
 _TOP_HIT = sqlite.top_columns("id", "rank", "snippet")
 _TOP_RANK = sqlite.top_columns("rank")
@@ -64,12 +65,17 @@ def _fetch(conn: Connection, statement: Sql) -> list[Any]:
     Search statements are read-only FTS5 SQL built from fixed fragments; SQLAlchemy's
     per-statement result machinery cost as much as the statements themselves here.
     """
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    try:
-        if statement.prepare is None:
+    driver = conn.connection.driver_connection
+    if conn.dialect.name != "postgresql":
+        cursor = driver.cursor()  # type: ignore[union-attr]
+        try:
             return cursor.execute(statement.text, tuple(statement.params)).fetchall()
-        return cursor.execute(statement.text, tuple(statement.params),
-                              prepare=statement.prepare).fetchall()
+        finally:
+            cursor.close()
+    cursor = pg.escaped_text_cursor(driver)
+    try:
+        return pg.unescape_rows(cursor.execute(statement.text, tuple(statement.params),
+                                               prepare=statement.prepare).fetchall())
     finally:
         cursor.close()
 
@@ -141,7 +147,9 @@ def _context_text(content: str | None) -> str:
 def _context(row: Row) -> list[dict[str, str]]:
     """The hit and its neighbours in the session; ``[]`` if a neighbour cannot be read."""
     (hit_id, role, ctx_self, prev_id, prev_role, prev_text, next_id, next_role,
-     next_text) = _CONTEXT(row)
+     next_text, content) = _CONTEXT(row)
+    if ctx_self is None:  # PostgreSQL's page leaves it out: the hit's content is in the row
+        ctx_self = content
     try:
         out = []
         if prev_id is not None:
