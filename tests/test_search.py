@@ -433,9 +433,9 @@ def test_a_terms_id_set_is_computed_without_scores(store, monkeypatch, query: st
 
 def test_text_holding_nul_comes_back_whole_in_hits_and_context_on_a_server(
         pg_store: str) -> None:
-    # PostgreSQL text cannot hold NUL: it is stored escaped, and a search page is read without
-    # the per-value loader of other reads, so its rows are unescaped on their own. (SQLite's
-    # snippets and context stop at a NUL: its text functions read C strings.)
+    # PostgreSQL text cannot hold NUL: it is stored escaped and read back unescaped, page rows
+    # included. (SQLite's snippets and context stop at a NUL: its text functions read C
+    # strings.)
     with SessionDB(pg_store) as db:
         db.create_session("nul", "cli")
         db.append_message("nul", "user", "before\x00 the zeroterm\x00hit \uffff0 kept")

@@ -40,7 +40,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, exc, text
 
-from hermes_store.db.dialect import NUL_ESCAPE, escape_nul, unescape_nul
+from hermes_store.db.dialect import escape_nul, unescape_nul
 from hermes_store.errors import (
     BackendNotSupportedError,
     HermesStoreError,
@@ -60,7 +60,6 @@ CONNECT_TIMEOUT_S = 10
 # may have dropped it without a word); one in steady use only when its socket has input.
 PING_AFTER_IDLE_S = 1.0
 _IDLE_SINCE = "hermes_idle_since"
-_TEXT_OIDS = (25, 1043)  # text, varchar: what the NUL-safe loader reads
 POOL_SIZE, MAX_OVERFLOW = 5, 10
 RETRYABLE = {"40001": "serialization failure", "40P01": "deadlock", "55P03": "lock timeout"}
 # Any key works as long as every hermes_store process uses the same one: "hermes" in ASCII.
@@ -149,28 +148,8 @@ def _nul_safe_text(dbapi_conn: Any, _record: Any) -> None:
             return unescape_nul(bytes(data).decode())
 
     dbapi_conn.adapters.register_dumper(str, NulSafeStr)
-    for oid in _TEXT_OIDS:
-        dbapi_conn.adapters.register_loader(oid, NulSafeText)
-
-
-def escaped_text_cursor(dbapi_conn: Any) -> Any:
-    """A cursor that reads text with psycopg's own compiled loaders, NUL left escaped, for a
-    hot read that unescapes its rows itself (:func:`unescape_rows`): a search page holds some
-    200 text values, and this connection's Python loader costs a call for each."""
-    import psycopg  # the postgres extra: present once connected
-
-    cursor = dbapi_conn.cursor()
-    for oid in _TEXT_OIDS:
-        compiled = psycopg.adapters.get_loader(oid, psycopg.pq.Format.TEXT)
-        cursor.adapters.register_loader(oid, compiled)
-    return cursor
-
-
-def unescape_rows(rows: list[Any]) -> list[Any]:
-    """Rows of :func:`escaped_text_cursor` as every other read returns them."""
-    return [row if not any(v.__class__ is str and NUL_ESCAPE in v for v in row)
-            else tuple(unescape_nul(v) if v.__class__ is str else v for v in row)
-            for row in rows]
+    for oid_name in ("text", "varchar"):
+        dbapi_conn.adapters.register_loader(oid_name, NulSafeText)
 
 
 def location_of(engine: Engine) -> StoreLocation:

@@ -32,7 +32,6 @@ from sqlalchemy.orm import Session
 
 from hermes_store.content import MULTIMODAL_PREFIX, text_of
 from hermes_store.db import catalog
-from hermes_store.db import postgres as pg
 from hermes_store.db.catalog import SearchLayout
 from hermes_store.search import language, postgres, sqlite
 from hermes_store.search.language import Node, Term
@@ -65,17 +64,12 @@ def _fetch(conn: Connection, statement: Sql) -> list[Any]:
     Search statements are read-only FTS5 SQL built from fixed fragments; SQLAlchemy's
     per-statement result machinery cost as much as the statements themselves here.
     """
-    driver = conn.connection.driver_connection
-    if conn.dialect.name != "postgresql":
-        cursor = driver.cursor()  # type: ignore[union-attr]
-        try:
-            return cursor.execute(statement.text, tuple(statement.params)).fetchall()
-        finally:
-            cursor.close()
-    cursor = pg.escaped_text_cursor(driver)
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
-        return pg.unescape_rows(cursor.execute(statement.text, tuple(statement.params),
-                                               prepare=statement.prepare).fetchall())
+        if statement.prepare is None:
+            return cursor.execute(statement.text, tuple(statement.params)).fetchall()
+        return cursor.execute(statement.text, tuple(statement.params),
+                              prepare=statement.prepare).fetchall()
     finally:
         cursor.close()
 
