@@ -9,7 +9,7 @@ pending pages (``pgstattuple``'s ``pgstatginindex``, outside the timed call): an
 which a list shrank is one that flushed. It reports the appends that flushed and the others
 separately, so a flush's cost is told apart from the noise of a shared machine.
 
-    python benchmarks/bench_gin.py                               # on (4 MB), off, 64, 256, 1024 kB
+    python benchmarks/bench_gin.py              # on (4 MB, PostgreSQL's default), off, 64 … 1024 kB
     python benchmarks/bench_gin.py --messages 5000 --settings on off 256
 
 Needs a role that may ``CREATE EXTENSION pgstattuple`` (the server of tests/backends.py).
@@ -33,16 +33,12 @@ from benchmarks import floors  # noqa: E402
 from hermes_store import SessionDB  # noqa: E402
 from hermes_store.db import engine as eng  # noqa: E402
 
-GIN_INDEXES = ("idx_messages_search_words", "idx_messages_search_trgm", "idx_messages_search_cjk")
+GIN_INDEXES = floors.GIN_INDEXES
 PENDING = ("SELECT (pgstatginindex(%s::regclass)).pending_pages, "
            "(pgstatginindex(%s::regclass)).pending_pages, "
            "(pgstatginindex(%s::regclass)).pending_pages")
 
 
-def _option(setting: str) -> str:
-    if setting in ("on", "off"):
-        return f"fastupdate = {setting}"
-    return f"fastupdate = on, gin_pending_list_limit = {int(setting)}"
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -55,9 +51,8 @@ def run(server: Any, setting: str, rows: list[corpus_mod.Row]) -> dict[str, Any]
     admin = floors.pg_connect(url)
     admin.autocommit = True
     admin.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
-    if setting != "on":
-        for index in GIN_INDEXES:
-            admin.execute(f"ALTER INDEX {index} SET ({_option(setting)})")
+    for statement in floors.gin_settings(setting):
+        admin.execute(statement)
     flushed: list[float] = []
     quiet: list[float] = []
     try:
@@ -93,7 +88,7 @@ def run(server: Any, setting: str, rows: list[corpus_mod.Row]) -> dict[str, Any]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=3000)
-    parser.add_argument("--settings", nargs="+", default=["on", "off", "64", "256", "1024"],
+    parser.add_argument("--settings", nargs="+", default=["on", "off", "64", "128", "256", "1024"],
                         help="on, off, or a pending-list limit in kB (fastupdate on)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)

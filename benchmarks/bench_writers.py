@@ -7,17 +7,19 @@ calls and cron runs do at once (on PostgreSQL: gateway hosts sharing one databas
 is timed from call to return, so lock waits and retries are inside the figure. Writers start
 together (a start file) and the wall clock runs from that moment to the last writer's end. For
 each writer count the library and the floor run back to back, each into a fresh store, in
-alternating order, so their ratio compares runs made under the same load from other processes.
+alternating order, so their ratio compares runs made under the same load from other processes;
+``--rounds`` repeats the whole series and the tables give medians.
 
-    python benchmarks/bench_writers.py                 # both backends, library and floor, 1/2/4/8
+    python benchmarks/bench_writers.py --rounds 3      # both backends, library and floor, 1/2/4/8
     python benchmarks/bench_writers.py --backend postgresql --writers 1 4 --messages 1000
     python benchmarks/bench_writers.py --json out.json --pause-ms 20   # writers that think
     python benchmarks/bench_writers.py --backend sqlite --synchronous OFF  # diagnostic: no fsync
     python benchmarks/bench_writers.py --backend postgresql --corpus --gin off  # GIN pending list
 
 ``--corpus`` appends the seeded benchmark corpus (chat in several languages, tool output up to
-100 kB) instead of two fixed messages; ``--gin`` sets the GIN indexes' ``fastupdate`` (``on``,
-``off``) or their pending-list limit in kB (a number) before the run, to measure flushes.
+100 kB) instead of two fixed messages; ``--gin`` sets the GIN indexes' ``fastupdate`` (``on``: with
+PostgreSQL's default 4 MB list, ``off``) or their pending-list limit in kB (a number) before the
+run, instead of revision 0020's 128 kB, to measure flushes.
 PostgreSQL is ``$HERMES_STORE_TEST_PG_URL``, else the server on 127.0.0.1:5432 (one database per
 run, dropped after it). Figures depend on the disk and the number of cores; compare runs on one
 machine only.
@@ -53,7 +55,6 @@ from hermes_store.db import migrate  # noqa: E402
 CHAT = ("Could you check why the nightly deploy of the api service failed? The logs mention a "
         "timeout talking to postgres after the migration step. 昨晚的部署失败了，请看一下日志。")
 TOOL = "$ kubectl logs deploy/api --since=12h\n" + "2026-11-30T03:00:01Z ERROR timeout\n" * 100
-GIN_INDEXES = ("idx_messages_search_words", "idx_messages_search_trgm", "idx_messages_search_cjk")
 SLOW_MS = 50.0
 
 
@@ -199,12 +200,10 @@ class Stores:
                 raise SystemExit(f"no PostgreSQL server: {reason}")
         url = self.server.head_database()
         if self.gin is not None:
-            option = (f"fastupdate = {self.gin}" if self.gin in ("on", "off")
-                      else f"fastupdate = on, gin_pending_list_limit = {int(self.gin)}")
             con = floors.pg_connect(url)
             con.autocommit = True
-            for index in GIN_INDEXES:
-                con.execute(f"ALTER INDEX {index} SET ({option})")
+            for statement in floors.gin_settings(self.gin):
+                con.execute(statement)
             con.close()
         return url
 
@@ -276,22 +275,32 @@ def run(backend: str, runner: str, writers: int, per_writer: int, stores: Stores
 
 
 def table(results: list[Result], backend: str) -> str:
-    """Library beside floor for each writer count, with the ratios."""
+    """Library beside floor for each writer count: medians over the rounds (max: the largest),
+    and the median of the rounds' ratios (each round ran the two back to back)."""
     lines = ["| writers | library msgs/s | floor msgs/s | library / floor | "
              "library p50 · p99 · max ms | floor p50 · p99 · max ms | appends > 50 ms "
              "(library · floor) | errors |",
              "|---:|---:|---:|---:|---|---|---|---:|"]
-    by = {(r.runner, r.writers): r for r in results if r.backend == backend}
-    for n in sorted({w for _, w in by}):
-        lib, low = by.get(("library", n)), by.get(("floor", n))
-        if lib is None or low is None:
+    runs: dict[tuple[str, int], list[Result]] = {}
+    for r in results:
+        if r.backend == backend:
+            runs.setdefault((r.runner, r.writers), []).append(r)
+    med = statistics.median
+    for n in sorted({w for _, w in runs}):
+        lib, low = runs.get(("library", n)), runs.get(("floor", n))
+        if not lib or not low:
             continue
+        ratio = med(a.messages_per_s / b.messages_per_s for a, b in zip(lib, low))
+
+        def latency(rs: list[Result]) -> str:
+            return (f"{med(r.p50_ms for r in rs):.1f} · {med(r.p99_ms for r in rs):.1f} · "
+                    f"{max(r.max_ms for r in rs):.0f}")
+
         lines.append(
-            f"| {n} | {lib.messages_per_s:.0f} | {low.messages_per_s:.0f} | "
-            f"{lib.messages_per_s / low.messages_per_s:.2f} | "
-            f"{lib.p50_ms:.1f} · {lib.p99_ms:.1f} · {lib.max_ms:.0f} | "
-            f"{low.p50_ms:.1f} · {low.p99_ms:.1f} · {low.max_ms:.0f} | "
-            f"{lib.over_50ms} · {low.over_50ms} | {lib.errors + low.errors} |")
+            f"| {n} | {med(r.messages_per_s for r in lib):.0f} | "
+            f"{med(r.messages_per_s for r in low):.0f} | {ratio:.2f} | {latency(lib)} | "
+            f"{latency(low)} | {sum(r.over_50ms for r in lib)} · "
+            f"{sum(r.over_50ms for r in low)} | {sum(r.errors for r in lib + low)} |")
     return "\n".join(lines)
 
 
@@ -311,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="append the seeded corpus instead of two fixed messages")
     parser.add_argument("--gin", help="PostgreSQL diagnostic: GIN fastupdate on/off, or a "
                                       "pending-list limit in kB")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run every writer count this many times (tables: medians)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     results = []
@@ -318,8 +329,10 @@ def main(argv: list[str] | None = None) -> int:
         stores = Stores(Path(tmp), args.gin)
         try:
             for backend in args.backend:
-                for i, n in enumerate(args.writers):
-                    order = args.runner if i % 2 == 0 else list(reversed(args.runner))
+                counts = [n for _ in range(args.rounds) for n in args.writers]
+                for i, n in enumerate(counts):
+                    flip = (i + i // len(args.writers)) % 2  # across counts and across rounds
+                    order = list(reversed(args.runner)) if flip else args.runner
                     for runner in order:
                         results.append(run(backend, runner, n, args.messages, stores,
                                            args.pause_ms / 1000, args.synchronous, args.corpus))

@@ -9,6 +9,9 @@ retry policy around them.
 * PostgreSQL (``psycopg``): ``BEGIN`` (READ COMMITTED, as the library's appends), the insert
   with every column the library names and the ``search_cjk`` tokens (derived with the library's
   function, as the layout needs), the counter update, ``COMMIT``.
+
+``gin_settings`` gives the GIN indexes of a PostgreSQL store another pending-list setting, for
+the benchmarks that measure what a flush costs an append.
 """
 
 from __future__ import annotations
@@ -98,3 +101,18 @@ def pg_append(con: Any, session_id: str, role: str, content: str, tool_name: str
         new_id = con.execute(PG_INSERT, row).fetchone()[0]
         con.execute(PG_BUMP, (1, tool_calls_of(role, tool_calls), session_id))
     return int(new_id)
+
+
+GIN_INDEXES = ("idx_messages_search_words", "idx_messages_search_trgm", "idx_messages_search_cjk")
+
+
+def gin_settings(setting: str) -> list[str]:
+    """Statements giving the GIN indexes ``setting``: ``on`` (PostgreSQL's default: fastupdate
+    with a 4 MB pending list), ``off``, or a pending-list limit in kB (fastupdate on)."""
+    if setting == "on":
+        return [s for i in GIN_INDEXES for s in (f"ALTER INDEX {i} SET (fastupdate = on)",
+                                                 f"ALTER INDEX {i} RESET (gin_pending_list_limit)")]
+    if setting == "off":
+        return [f"ALTER INDEX {i} SET (fastupdate = off)" for i in GIN_INDEXES]
+    return [f"ALTER INDEX {i} SET (fastupdate = on, gin_pending_list_limit = {int(setting)})"
+            for i in GIN_INDEXES]

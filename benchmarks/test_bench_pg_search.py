@@ -56,7 +56,7 @@ QUERIES: dict[str, tuple[str, dict[str, Any]]] = {
     "oldest": ("docker", {"sort": "oldest"}),
     "newest rare": ("rebase merge", {"sort": "newest"}),
 }
-ROUNDS = 15
+ROUNDS = 25
 BATCH = 1000
 RESULTS = Path(__file__).parent / "results" / "pg_search.json"
 
