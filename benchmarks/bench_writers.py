@@ -72,6 +72,7 @@ class Result:
     over_50ms: int
     errors: int
     wal_peak_bytes: int
+    client_cpu_us: float  # the writer processes' own CPU time per append
 
 
 # --------------------------------------------------------------------------- what is appended
@@ -106,6 +107,7 @@ def _library_writer(target: str, name: str, items: list[Any], pause_s: float, st
     with SessionDB(target) as db:
         db.create_session(name, "cli")
         _wait(start_file)
+        cpu = time.process_time()
         for role, content, tool, calls in items:
             t0 = time.perf_counter()
             try:
@@ -115,11 +117,11 @@ def _library_writer(target: str, name: str, items: list[Any], pause_s: float, st
                 errors += 1
             latencies.append(time.perf_counter() - t0)
             _pause(pause_s)
-    return latencies, errors
+    return latencies, errors, time.process_time() - cpu
 
 
 def _floor_writer(backend: str, target: str, name: str, items: list[Any], pause_s: float,
-                  start_file: str, synchronous: int) -> tuple[list[float], int]:
+                  start_file: str, synchronous: int) -> tuple[list[float], int, float]:
     latencies: list[float] = []
     errors = 0
     if backend == "sqlite":
@@ -138,6 +140,7 @@ def _floor_writer(backend: str, target: str, name: str, items: list[Any], pause_
         def append(n: int, role: str, content: str, tool: str | None, calls: str | None) -> None:
             floors.pg_append(con, name, role, content, tool, calls)
     _wait(start_file)
+    cpu = time.process_time()
     for n, (role, content, tool, calls) in enumerate(items, 1):
         t0 = time.perf_counter()
         try:
@@ -146,8 +149,9 @@ def _floor_writer(backend: str, target: str, name: str, items: list[Any], pause_
             errors += 1
         latencies.append(time.perf_counter() - t0)
         _pause(pause_s)
+    cpu = time.process_time() - cpu
     con.close()
-    return latencies, errors
+    return latencies, errors, cpu
 
 
 def _wait(start_file: str) -> None:
@@ -164,13 +168,13 @@ def _writer(backend: str, runner: str, target: str, name: str, count: int, corpu
             pause_s: float, start_file: str, out_file: str, synchronous: Any) -> None:
     items = list(_messages(name, count, corpus))
     if runner == "library":
-        latencies, errors = _library_writer(target, name, items, pause_s, start_file,
-                                            synchronous)
+        latencies, errors, cpu = _library_writer(target, name, items, pause_s, start_file,
+                                                 synchronous)
     else:
-        latencies, errors = _floor_writer(backend, target, name, items, pause_s, start_file,
-                                          synchronous)
+        latencies, errors, cpu = _floor_writer(backend, target, name, items, pause_s,
+                                               start_file, synchronous)
     Path(out_file).write_text(json.dumps({"latencies": latencies, "errors": errors,
-                                          "end": time.time()}))
+                                          "cpu": cpu, "end": time.time()}))
 
 
 # --------------------------------------------------------------------------- stores
@@ -268,7 +272,8 @@ def run(backend: str, runner: str, writers: int, per_writer: int, stores: Stores
                   round(_percentile(latencies, 0.99) * 1000, 2),
                   round(latencies[-1] * 1000, 2),
                   sum(1 for x in latencies if x * 1000 > SLOW_MS),
-                  sum(r["errors"] for r in reports), wal_peak)
+                  sum(r["errors"] for r in reports), wal_peak,
+                  round(sum(r["cpu"] for r in reports) / total * 1e6))
 
 
 # --------------------------------------------------------------------------- report
@@ -353,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
             if r.backend == backend:
                 print(f"  {r.runner:7} {r.writers} writer(s): {r.messages_per_s:.0f} msgs/s, "
                       f"p50 {r.p50_ms:.1f} p99 {r.p99_ms:.1f} max {r.max_ms:.0f} ms, "
-                      f"> 50 ms {r.over_50ms}, errors {r.errors}"
+                      f"> 50 ms {r.over_50ms}, errors {r.errors}, "
+                      f"client CPU {r.client_cpu_us:.0f} µs an append"
                       + (f", WAL peak {r.wal_peak_bytes / 2**20:.1f} MB"
                          if backend == "sqlite" else ""))
     if args.json:
