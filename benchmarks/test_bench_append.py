@@ -38,6 +38,7 @@ from hermes_store.db import migrate
 from hermes_store.repo import bigrams
 
 from . import corpus as corpus_mod
+from . import floors
 
 INLINE_REVISION = "0011_v11_inline_fts"
 APPENDS = 300
@@ -47,21 +48,10 @@ _counter = itertools.count()
 
 V11_INSERT = ("INSERT INTO messages (session_id, role, content, tool_name, tool_calls, timestamp) "
               "VALUES (?, ?, ?, ?, ?, ?)")
-# The library names every column it may fill; the floor binds the same list (unset ones NULL).
-INSERT = ("INSERT INTO messages (session_id, role, content, tool_name, tool_calls, timestamp, "
-          "tool_call_id, token_count, finish_reason, reasoning, reasoning_content, "
-          "reasoning_details, codex_reasoning_items, codex_message_items) "
-          "VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)")
-BUMP = ("UPDATE sessions SET message_count = coalesce(message_count, 0) + 1, "
-        "tool_call_count = coalesce(tool_call_count, 0) + ? WHERE id = ?")
-# The statements of repo/bigrams.py for one id, backfill-window guard included.
-OUTSIDE = "NOT EXISTS (SELECT 1 FROM fts_backfill_window WHERE id > lo AND id <= hi)"
-UNSIDE = f"DELETE FROM messages_cjk WHERE id = ? AND {OUTSIDE}"
-SCOPE_ROW = ("SELECT text, tool_name, tool_calls FROM messages_search_scope "
-             f"WHERE id = ? AND {OUTSIDE}")
-SIDE = "INSERT OR REPLACE INTO messages_cjk (id, text, calls) VALUES (?, ?, ?)"
-CLEAR = "DELETE FROM messages_cjk_pending WHERE id = ?"
-DRAIN = "SELECT id FROM messages_cjk_pending ORDER BY id LIMIT 32"
+# The floor's statements (benchmarks/floors.py), shared with the writers benchmark.
+INSERT, BUMP = floors.SQLITE_INSERT, floors.SQLITE_BUMP
+UNSIDE, SCOPE_ROW, SIDE, CLEAR, DRAIN = (floors.UNSIDE, floors.SCOPE_ROW, floors.SIDE,
+                                         floors.CLEAR, floors.DRAIN)
 
 
 @pytest.fixture(scope="module")

@@ -162,6 +162,74 @@ def reader(path: str, stop_file: str, report: str) -> None:
     write_report(report, result)
 
 
+# --------------------------------------------------------------------------- gateway hosts
+
+
+SHARED_SESSION = "shared-gateway"
+
+
+def host_writer(url: str, name: str, turns: int, own_sessions: int, report: str) -> None:
+    """A gateway host on a shared server store: turns of user, assistant (with a tool call) and
+    tool messages, alternating between its own sessions and one session every host writes to,
+    each turn followed by a usage update. The report holds what was written and counted."""
+
+    def body(result: dict[str, Any]) -> None:
+        result["tokens"] = {}
+        with SessionDB(url) as db:
+            mine = [f"{name}-s{n}" for n in range(own_sessions)]
+            for session_id in mine:
+                db.create_session(session_id, "telegram", model="m")
+            db.ensure_session(SHARED_SESSION, "discord", model="m")
+            for i in range(turns):
+                session_id = SHARED_SESSION if i % 2 else mine[i % own_sessions]
+                user = f"{name} turn {i} kubernetes rollout 部署 question"
+                answer = f"{name} turn {i} answer: restart the deploy 重启"
+                tool = f"{name} turn {i} tool output deployment/api restarted"
+                db.append_message(session_id, "user", user)
+                db.append_message(session_id, "assistant", answer, tool_calls=[
+                    {"id": f"call-{name}-{i}", "type": "function",
+                     "function": {"name": "terminal", "arguments": "{}"}}])
+                db.append_message(session_id, "tool", tool, tool_name="terminal",
+                                  tool_call_id=f"call-{name}-{i}")
+                result["written"] += [[session_id, user], [session_id, answer],
+                                      [session_id, tool]]
+                db.update_token_counts(session_id, input_tokens=100 + i, output_tokens=7,
+                                       reasoning_tokens=i % 3, model="m", api_call_count=1)
+                counted = result["tokens"].setdefault(session_id, [0, 0, 0, 0])
+                for k, amount in enumerate((100 + i, 7, i % 3, 1)):
+                    counted[k] += amount
+
+    _guarded(report, body)
+
+
+SERVER_SEARCHES = (("kubernetes", {}), ('"kubernetes rollout"', {}), ("部署", {}),
+                   ("kube*", {"sort": "newest"}), ("restart OR 重启", {}),
+                   ("deploy", {"role_filter": ["assistant"], "source_filter": ["discord"]}))
+_SNAPSHOT = text("SELECT s.message_count, (SELECT count(*) FROM messages AS m "
+                 "WHERE m.session_id = s.id) FROM sessions AS s WHERE s.id = :sid")
+
+
+def server_reader(url: str, stop_file: str, report: str) -> None:
+    """Searches of every kind and listings on a shared server store, until told to stop; in each
+    snapshot the shared session's counter must equal its rows (an append is one transaction)."""
+    result: dict[str, Any] = {"errors": [], "queries": 0, "hits": 0, "torn": []}
+    try:
+        with SessionDB(url) as db:
+            while not os.path.exists(stop_file):
+                query, options = random.choice(SERVER_SEARCHES)
+                result["hits"] += len(db.search_messages(query, limit=20, **options))
+                db.list_sessions_rich(limit=20)
+                with eng.reading(db.engine) as conn:
+                    row = conn.execute(_SNAPSHOT, {"sid": SHARED_SESSION}).first()
+                if row is not None and row[0] != row[1]:
+                    result["torn"].append(list(row))
+                result["queries"] += 3
+                time.sleep(0.005)
+    except Exception as err:  # noqa: BLE001
+        result["errors"].append(f"{type(err).__name__}: {err}")
+    write_report(report, result)
+
+
 # --------------------------------------------------------------------------- faults
 
 

@@ -16,8 +16,10 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from hermes_store import SessionDB
 from hermes_store.db.engine import open_engine, reading, run_write
 from hermes_store.repo import bigrams
+from hermes_store.search import postgres as pg_statements
 from hermes_store.search import statements as search_module
 from hermes_store.search.sqlite import PAGE_COLUMNS, TOP_COLUMNS
 from hermes_store.search.statements import search_messages
@@ -408,7 +410,8 @@ def test_rows_carry_the_column_names_they_are_read_by(store, monkeypatch,
     assert run(path, query)
     wide = [names for names in named if len(names) > 1]
     assert list(PAGE_COLUMNS) in wide
-    assert all(names in (list(PAGE_COLUMNS), list(TOP_COLUMNS)) for names in wide), wide
+    shapes = (list(PAGE_COLUMNS), list(TOP_COLUMNS), list(pg_statements.PAGE_ID_COLUMNS))
+    assert all(names in shapes for names in wide), wide
 
 
 @pytest.mark.parametrize("query", ["python NOT 日本", "广西 OR 桂林 OR travel",
@@ -426,3 +429,19 @@ def test_a_terms_id_set_is_computed_without_scores(store, monkeypatch, query: st
     assert run(path, query)
     id_sets = [sql for sql in seen if sql.startswith("WITH h(id, rank, origin)")]
     assert id_sets and not [sql for sql in id_sets if "bm25(" in sql or "ts_rank" in sql]
+
+
+def test_text_holding_nul_comes_back_whole_in_hits_and_context_on_a_server(
+        pg_store: str) -> None:
+    # PostgreSQL text cannot hold NUL: it is stored escaped and read back unescaped, page rows
+    # included. (SQLite's snippets and context stop at a NUL: its text functions read C
+    # strings.)
+    with SessionDB(pg_store) as db:
+        db.create_session("nul", "cli")
+        db.append_message("nul", "user", "before\x00 the zeroterm\x00hit \uffff0 kept")
+        db.append_message("nul", "assistant", "after \x00 it")
+        for sort in (None, "newest"):
+            [hit] = db.search_messages("zeroterm", sort=sort)
+            assert ">>>zeroterm<<<" in hit["snippet"]
+            assert [c["content"] for c in hit["context"]] == [
+                "before\x00 the zeroterm\x00hit \uffff0 kept", "after \x00 it"]

@@ -100,8 +100,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "a column type from the source schema, matched against [A-Za-z ()0-9,]* first",
     ("search/statements.py", "_fetch", "statement.text"):
         "an Sql of search.sqlite or search.postgres, composed from fixed fragments only",
-    ("repo/messages.py", "append", "bigrams.INSERT_PG_MESSAGE"):
-        "a Core insert() statement object built in repo.bigrams, no SQL text",
     ("db/migrate.py", "drop_orphan_fts_shadows", "shadow"):
         "a shadow table name of catalog.FTS_TABLES (fixed), present in the schema",
     ("db/derived.py", "recreate_missing", "obj.sql"): "the fixed DDL constants of layout.OBJECTS",

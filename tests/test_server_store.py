@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from typing import Any
 
 import psycopg
@@ -16,6 +17,7 @@ from sqlalchemy.engine import make_url
 
 from hermes_store import SessionDB
 from hermes_store.db import engine as engine_mod
+from hermes_store.db import postgres
 from hermes_store.errors import (
     BackendNotSupportedError,
     StoreBusyError,
@@ -56,15 +58,70 @@ def test_a_missing_database_on_a_live_server_is_not_found(pg_store: str) -> None
     assert code == 3
 
 
-def test_a_dropped_connection_is_replaced_by_the_pool(pg_store: str) -> None:
+def _terminate_the_others(url: str) -> None:
+    """What a server restart does to our connections; returns once their backends are gone
+    (``pg_terminate_backend`` only signals them)."""
+    killer = _other_connection(url)
+    try:
+        pids = [r[0] for r in killer.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()")]
+        killer.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (pids,))
+        while killer.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)",
+                             (pids,)).fetchone()[0]:
+            time.sleep(0.01)
+    finally:
+        killer.close()
+
+
+@pytest.fixture
+def pings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every ping the pool sends before lending a connection."""
+    from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
+
+    sent: list[int] = []
+    real = PGDialect_psycopg.do_ping
+
+    def counting(self: Any, dbapi_conn: Any) -> bool:
+        sent.append(1)
+        return real(self, dbapi_conn)
+
+    monkeypatch.setattr(PGDialect_psycopg, "do_ping", counting)
+    return sent
+
+
+def test_a_dropped_connection_is_replaced_by_the_pool(pg_store: str, pings: list[int],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # However recently used: the server's last words are waiting on the socket.
+    monkeypatch.setattr(postgres, "PING_AFTER_IDLE_S", 3600.0)
     with SessionDB(pg_store) as db:
         db.create_session("s1", "cli")
-        killer = _other_connection(pg_store)
-        killer.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
-        killer.close()
+        _terminate_the_others(pg_store)
         db.append_message("s1", "user", "after the restart")
         assert db.get_session("s1")["message_count"] == 1
+    assert pings  # the dead connection was found out before it was lent
+
+
+def test_a_connection_in_steady_use_is_lent_without_a_ping(pg_store: str, pings: list[int],
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    monkeypatch.setattr(postgres, "PING_AFTER_IDLE_S", 3600.0)
+    with SessionDB(pg_store) as db:
+        db.create_session("s1", "cli")
+        for n in range(5):
+            db.append_message("s1", "user", f"turn {n}")
+            db.search_messages("turn")
+    assert pings == []
+
+
+def test_a_connection_idle_in_the_pool_is_pinged_before_it_is_lent(
+        pg_store: str, pings: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(postgres, "PING_AFTER_IDLE_S", 0.0)
+    with SessionDB(pg_store) as db:
+        db.create_session("s1", "cli")
+        db.append_message("s1", "user", "one")
+        assert db.get_session("s1")["message_count"] == 1
+    assert len(pings) >= 2  # every lending after the first, the connection then being idle
 
 
 # --------------------------------------------------------------------------- retries

@@ -26,7 +26,7 @@ from array import array
 from collections.abc import Iterable, Sequence
 from itertools import accumulate
 
-from sqlalchemy import Connection, Table, column, insert, table
+from sqlalchemy import Connection, Table, column, table
 
 from hermes_store.content import text_of
 from hermes_store.db import catalog
@@ -320,7 +320,6 @@ def row_vector(row: dict[str, object]) -> str | None:
 # that carry the tokens name the column on a lightweight table of their own.
 PG_MESSAGES = table("messages", *(column(c.name, c.type) for c in Message.__table__.columns),
                     column(PG_COLUMN))
-INSERT_PG_MESSAGE = insert(PG_MESSAGES).returning(PG_MESSAGES.c.id)
 
 
 def writes_vector(conn: Connection, into: Table | None = None) -> bool:

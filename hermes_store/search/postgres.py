@@ -15,15 +15,24 @@ column's text split at punctuation since revision 0020).
 * LIKE route: ``ILIKE`` over the stored columns (SQLite's LIKE folds ASCII case alone, and so
   does ILIKE in the columns' "C" collation).
 
-Ranks are ``-ts_rank_cd`` (lower is better, as bm25), substring and LIKE hits rank 0. Snippets
-are cut from the stored text (``search.snippets``). Values are bound, never spliced; the select
-list of the page is ``sqlite.PAGE_COLUMNS``, so rows are read by the same getters.
+A route's hits are :class:`Part` s, each a condition on one ``messages`` row (and its session);
+the parts of a route never share a row, so no hit list needs grouping. A page is one ``SELECT``
+on ``messages`` with the parts' conditions ORed. Ranked (``-ts_rank_cd``, lower is better, as
+bm25) it ranks every hit. In time order (``newest``/``oldest``, and routes without a rank) it is
+ordered by ``(timestamp, id)``, which revision 0021's index serves: the planner walks it and
+stops at the page for a common term, or reads the GIN indexes and sorts the few hits of a rare
+one. That choice needs the terms, so those statements are never prepared (``Sql.prepare``): a
+generic plan could walk the whole table for a rare term. Neither are filtered pages.
+
+Snippets are cut from the stored text (``search.snippets``). Values are bound, never spliced;
+the select list of the page is ``sqlite.PAGE_COLUMNS``, so rows are read by the same getters.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from hermes_store.db.catalog import SearchLayout
@@ -38,68 +47,86 @@ _NOTHING = "'\x01'"
 _WORD_QUERY = f"to_tsquery('{PG_SEARCH_CONFIG}', %s)"
 _SCOPE = "COALESCE(s.source, '') NOT IN ('cron', 'subagent')"
 _SCOPE_TEXT = PG_SCOPE_TEXT.format(t="m")
+# The same text, written so that no index matches it: the rows still waiting for their CJK
+# tokens are found through their own partial index. Matched against the trigram index's
+# expression, a generic plan chose that index for a 2-character term, which pg_trgm answers
+# with every row (200 ms where the pending rows took 0.1).
+_PENDING_TEXT = f"({_SCOPE_TEXT} || '')"
 _ALL_COLUMNS = ("m.content", "m.tool_name", "m.tool_calls")
 
-# Parts of a hit list, each selecting (id, rank, origin); ``{score}`` is the rank or 0.
-_WORD_HITS = f"""
-SELECT m.id, {{score}}, 'text' FROM messages AS m
-WHERE m.search_words @@ {_WORD_QUERY}{{split}}"""
-_WORD_SCORE = f"-ts_rank_cd(m.search_words, {_WORD_QUERY})::float8"
+# Conditions of the parts of a hit list, on ``messages AS m`` (and ``sessions AS s``).
 # Rows whose CJK tokens are written are judged by the bigram column alone.
-_SPLIT = " AND COALESCE(length(m.search_cjk), 0) = 0"
-_CJK_WORD_HITS = """
-SELECT m.id, {score}, 'text' FROM messages AS m WHERE m.search_cjk @@ %s::tsquery"""
-_BIGRAM_HITS = f"""
-SELECT m.id, {{score}}, 'text' FROM messages AS m JOIN sessions AS s ON s.id = m.session_id
-WHERE m.search_cjk @@ %s::tsquery AND {_SCOPE}"""
+_WORD_MATCH = f"m.search_words @@ {_WORD_QUERY}"
+# ``COALESCE(length(m.search_cjk), 0)`` is the expression revision 0021 keeps statistics on, so
+# the planner knows how many rows each side of the split holds. The bigram match repeats it
+# (implied by any match): without it a store with no CJK text, whose bigram column has no lexeme
+# statistics, gets PostgreSQL's default guess of 0.5% for every term, and a time-ordered search
+# for a term found nowhere would walk the whole table.
+_CJK_LENGTH = "COALESCE(length(m.search_cjk), 0)"
+_WORD_SPLIT = f" AND {_CJK_LENGTH} = 0"
+_WORD_SCORE = f"-ts_rank_cd(m.search_words, {_WORD_QUERY})::float8"
+_BIGRAM_MATCH = f"m.search_cjk @@ %s::tsquery AND {_CJK_LENGTH} > 0"
 _BIGRAM_SCORE = "-ts_rank_cd(m.search_cjk, %s::tsquery)::float8"
-_TRIGRAM_HITS = f"""
-SELECT m.id, 0.0::float8, 'text' FROM messages AS m JOIN sessions AS s ON s.id = m.session_id
-WHERE m.role IS DISTINCT FROM 'tool' AND {_SCOPE} AND {{like}}"""
+_TRIGRAM = f"m.role IS DISTINCT FROM 'tool' AND {_SCOPE} AND {{like}}"
 # Rows another program wrote wait for ``bigrams.catch_up`` (a partial index holds their ids).
-_PENDING_LIKE_HITS = f"""
-SELECT m.id, 0.0::float8, 'text' FROM messages AS m JOIN sessions AS s ON s.id = m.session_id
-WHERE m.search_cjk IS NULL AND m.role IS DISTINCT FROM 'tool' AND {_SCOPE} AND {{like}}"""
-_LIKE_HITS = "SELECT m.id, 0.0::float8, 'text' FROM messages AS m WHERE {like}"
-_LIKE_HITS_IN_SOURCES = """
-SELECT m.id, 0.0::float8, 'text' FROM sessions AS s JOIN messages AS m ON m.session_id = s.id
-WHERE s.source = ANY(%s::text[]) AND {like}"""
-_ID_LIST_HITS = "SELECT unnest(%s::bigint[]), 0.0::float8, 'text'"
-_IDS_OF = "WITH h(id, rank, origin) AS ({hits}) SELECT id FROM h"
+_PENDING_LIKE = f"m.search_cjk IS NULL AND m.role IS DISTINCT FROM 'tool' AND {_SCOPE} AND {{like}}"
+_IN_SOURCES = "s.source = ANY(%s::text[]) AND {like}"
+_ID_LIST = "m.id = ANY(%s::bigint[])"
 _LITERAL_CHECK = """
 SELECT id FROM messages WHERE id = ANY(%s::bigint[])
   AND (content ILIKE %s ESCAPE '\\' OR tool_name ILIKE %s ESCAPE '\\') IS TRUE"""
 
+# A rewound row (active = 0, compacted = 0) is hidden from default searches
+# (docs/v21.md#parameters).
+_SHOWN = "NOT (m.active = 0 AND m.compacted = 0)"
+_FILTERS = """
+    AND (%s::text[] IS NULL OR s.source = ANY(%s::text[]))
+    AND (%s::text[] IS NULL OR NOT (s.source = ANY(%s::text[])))
+    AND (%s::text[] IS NULL OR m.role = ANY(%s::text[]))"""
+_SESSION_JOIN = "\n  JOIN sessions AS s ON s.id = m.session_id"
+
+# Pages: one SELECT on ``messages`` whatever the route, its parts' conditions ORed (so the
+# planner ORs their indexes in one bitmap; a UNION ALL of the parts was planned as a Parallel
+# Append, whose workers cost more to start than a search of a few milliseconds). A ranked page
+# takes each row's rank from the first part whose condition it meets (parts never share a row).
+_RANKED_PAGE = """
+SELECT m.id AS id, {rank} AS best, m.timestamp AS ts FROM messages AS m{join}
+WHERE ({cond}){where}
+ORDER BY best, m.timestamp DESC, m.id DESC
+LIMIT %s OFFSET %s"""
+_TIMED_PAGE = """
+SELECT m.id AS id, 0.0::float8 AS best, m.timestamp AS ts FROM messages AS m{join}
+WHERE ({cond}){where}
+ORDER BY m.timestamp {dir}, m.id {dir}
+LIMIT %s OFFSET %s"""
+_IDS = "SELECT m.id, 0.0::float8, 'text' FROM messages AS m{join}\nWHERE {cond}"
+# The columns of a page's ids (``PageIds``), read back in this order by ``PageIds.rows_of``.
+PAGE_ID_COLUMNS = ("id", "best", "ts")
+_LISTED = ("SELECT * FROM unnest(%s::bigint[], %s::float8[], %s::float8[]) "
+           f"AS listed({', '.join(PAGE_ID_COLUMNS)})")
+_IDS_OF = "WITH h(id, rank, origin) AS ({hits}) SELECT id FROM h"
+
 _CONTEXT_TEXT = ("CASE WHEN left({t}.content, 7) = U&'\\FFFF' || '0json:' THEN {t}.content "
                  f"ELSE substr({{t}}.content, 1, {CONTEXT_CHARS}) END")
 _PAGE_OUTPUT = {
-    "id": "page.id", "session_id": "page.session_id", "role": "page.role",
-    "timestamp": "page.timestamp", "tool_name": "page.tool_name", "source": "page.source",
-    "model": "page.model", "started_at": "page.started_at", "best": "page.best",
-    "origin": "page.origin", "fts_snippet": "NULL",
+    "id": "m.id", "session_id": "m.session_id", "role": "m.role",
+    "timestamp": "m.timestamp", "tool_name": "m.tool_name", "source": "s.source",
+    "model": "s.model", "started_at": "s.started_at", "best": "page.best",
+    "origin": "'text'", "fts_snippet": "NULL",
     "content": "m.content", "tool_calls": "m.tool_calls",
-    "ctx_self": _CONTEXT_TEXT.format(t="m"),
+    "ctx_self": "NULL",  # the hit's own context is cut from its content, already in the row
     "prev_id": "p.id", "prev_role": "p.role", "prev_text": _CONTEXT_TEXT.format(t="p"),
     "next_id": "n.id", "next_role": "n.role", "next_text": _CONTEXT_TEXT.format(t="n"),
     "tie_cut": "0",
 }
 assert tuple(_PAGE_OUTPUT) == PAGE_COLUMNS  # rows are read by the SQLite page's getters
 _PAGE_SELECT = ",\n  ".join(f"{expr} AS {name}" for name, expr in _PAGE_OUTPUT.items())
+# The page's rows, then each one's stored text, session and neighbours (20 rows, not every hit).
 _PAGE = """
-WITH hits(id, rank, origin) AS MATERIALIZED ({hits}),
-matched AS MATERIALIZED (
-  SELECT h.id AS id, min(h.rank) AS best, max(h.origin) AS origin FROM hits AS h{filters}
-  GROUP BY h.id),
-page AS (
-  SELECT m.id AS id, m.session_id AS session_id, m.role AS role, m.timestamp AS timestamp,
-         m.tool_name AS tool_name, s.source AS source, s.model AS model,
-         s.started_at AS started_at, matched.best AS best, matched.origin AS origin
-  FROM matched JOIN messages AS m ON m.id = matched.id
-  LEFT JOIN sessions AS s ON s.id = m.session_id{cut}
-  ORDER BY {inner_order}
-  LIMIT %s OFFSET %s)
+WITH page AS MATERIALIZED ({page})
 SELECT """ + _PAGE_SELECT + """
 FROM page JOIN messages AS m ON m.id = page.id
+LEFT JOIN sessions AS s ON s.id = m.session_id
 LEFT JOIN LATERAL (
   SELECT b.id, b.role, b.content FROM messages AS b WHERE b.session_id = m.session_id
      AND (b.timestamp, b.id) < (m.timestamp, m.id)
@@ -108,25 +135,42 @@ LEFT JOIN LATERAL (
   SELECT a.id, a.role, a.content FROM messages AS a WHERE a.session_id = m.session_id
      AND (a.timestamp, a.id) > (m.timestamp, m.id)
    ORDER BY a.timestamp ASC, a.id ASC LIMIT 1) AS n ON true
-ORDER BY {outer_order}"""
-_FILTERS = """
-  JOIN messages AS m ON m.id = h.id JOIN sessions AS s ON s.id = m.session_id
-  WHERE (%s::text[] IS NULL OR s.source = ANY(%s::text[]))
-    AND (%s::text[] IS NULL OR NOT (s.source = ANY(%s::text[])))
-    AND (%s::text[] IS NULL OR m.role = ANY(%s::text[]))"""
-# A rewound row (active = 0, compacted = 0) is hidden from default searches
-# (docs/v21.md#parameters).
-_REWOUND = "(m.active = 0 AND m.compacted = 0)"
-_SHOWN_HITS = "\n  JOIN messages AS m ON m.id = h.id WHERE NOT " + _REWOUND
-_RANK_CUT = """
-  WHERE matched.best <= COALESCE(
-    (SELECT best FROM matched ORDER BY best LIMIT 1 OFFSET %s), matched.best)"""
+ORDER BY {order}"""
 _ORDERS = {
-    "rank": ("matched.best, m.timestamp DESC, m.id DESC",
-             "page.best, page.timestamp DESC, page.id DESC"),
-    "newest": ("m.timestamp DESC, m.id DESC", "page.timestamp DESC, page.id DESC"),
-    "oldest": ("m.timestamp ASC, m.id ASC", "page.timestamp ASC, page.id ASC"),
+    "rank": "page.best, page.ts DESC, page.id DESC",
+    "newest": "page.ts DESC, page.id DESC",
+    "oldest": "page.ts ASC, page.id ASC",
 }
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a hit list: a condition on ``messages AS m`` (reading ``sessions AS s`` when
+    ``session``), and the rank of its rows (``None``: unranked, 0)."""
+
+    cond: str
+    params: list[Any]
+    session: bool = False
+    score: str | None = None
+    score_params: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class Hits(Sql):
+    """A route's hit list: its :class:`Part` s (``text``/``params`` select them as
+    ``(id, rank, origin)`` rows, unranked, as ``sqlite`` hits)."""
+
+    parts: list[Part] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, parts: list[Part]) -> Hits:
+        text = _IDS.format(join=_SESSION_JOIN if any(p.session for p in parts) else "",
+                           cond=_any_of(parts))
+        return cls(text, [x for p in parts for x in p.params], parts=parts)
+
+    @property
+    def ranked(self) -> bool:
+        return any(p.score is not None for p in self.parts)
 
 
 def is_match_error(err: BaseException) -> bool:
@@ -206,48 +250,49 @@ def like_condition(tree: Node, columns: Sequence[str]) -> tuple[str, list[str]]:
     return f"({sql})", params
 
 
-def _like_part(template: str, tree: Node, columns: Sequence[str],
-               leading: Sequence[Any] = ()) -> Sql:
+def _like_part(template: str, tree: Node, columns: Sequence[str], leading: Sequence[Any] = (),
+               session: bool = True) -> Part:
     like, params = like_condition(tree, columns)
-    return Sql(template.format(like=like), [*leading, *params])
+    return Part(template.format(like=like), [*leading, *params], session=session)
 
 
 # --------------------------------------------------------------------------------- routes
 
 
-def _word_parts(tree: Node, layout: SearchLayout, scored: bool) -> list[Sql]:
+def _word_parts(tree: Node, layout: SearchLayout, scored: bool) -> list[Part]:
     if not layout.word:
-        return [_like_part(_LIKE_HITS, tree, _ALL_COLUMNS)]
+        return [_like_part("{like}", tree, _ALL_COLUMNS, session=False)]
     query = word_query(tree)
-    score = _WORD_SCORE if scored else "0.0::float8"
-    word = _WORD_HITS.format(score=score, split=_SPLIT if layout.bigram else "")
-    parts = [Sql(word, [query, query] if scored else [query])]
-    if layout.bigram:
-        literal = bigram_query(tree)
-        cjk = _CJK_WORD_HITS.format(score=_BIGRAM_SCORE if scored else "0.0::float8")
-        parts.append(Sql(cjk, [literal, literal] if scored else [literal]))
-    return parts
-
-
-def _bigram_parts(tree: Node, layout: SearchLayout, scored: bool) -> list[Sql]:
+    word = Part(_WORD_MATCH + (_WORD_SPLIT if layout.bigram else ""), [query],
+                score=_WORD_SCORE if scored else None, score_params=[query] if scored else [])
+    if not layout.bigram:
+        return [word]
     literal = bigram_query(tree)
-    hits = _BIGRAM_HITS.format(score=_BIGRAM_SCORE if scored else "0.0::float8")
-    return [Sql(hits, [literal, literal] if scored else [literal]),
-            _like_part(_PENDING_LIKE_HITS, tree, (_SCOPE_TEXT,))]
+    cjk = Part(_BIGRAM_MATCH, [literal], score=_BIGRAM_SCORE if scored else None,
+               score_params=[literal] if scored else [])
+    return [word, cjk]
+
+
+def _bigram_parts(tree: Node, scored: bool) -> list[Part]:
+    literal = bigram_query(tree)
+    return [Part(f"{_BIGRAM_MATCH} AND {_SCOPE}", [literal], session=True,
+                 score=_BIGRAM_SCORE if scored else None,
+                 score_params=[literal] if scored else []),
+            _like_part(_PENDING_LIKE, tree, (_PENDING_TEXT,))]
 
 
 def route_hits(route: str, tree: Node, layout: SearchLayout, sources: list[str] | None = None,
-               *, scored: bool = True) -> Sql:
-    """Every hit of ``tree`` on ``route`` as ``(id, rank, origin)`` rows (as ``sqlite``)."""
+               *, scored: bool = True) -> Hits:
+    """Every hit of ``tree`` on ``route`` (as ``sqlite``: its text selects their ids)."""
     if route == "word":
-        return Sql.union(_word_parts(tree, layout, scored))
+        return Hits.of(_word_parts(tree, layout, scored))
     if route == "trigram":
-        return _like_part(_TRIGRAM_HITS, tree, (_SCOPE_TEXT,))
+        return Hits.of([_like_part(_TRIGRAM, tree, (_SCOPE_TEXT,))])
     if route == "bigram":
-        return Sql.union(_bigram_parts(tree, layout, scored))
+        return Hits.of(_bigram_parts(tree, scored))
     if sources:
-        return _like_part(_LIKE_HITS_IN_SOURCES, tree, _ALL_COLUMNS, [list(sources)])
-    return _like_part(_LIKE_HITS, tree, _ALL_COLUMNS)
+        return Hits.of([_like_part(_IN_SOURCES, tree, _ALL_COLUMNS, [list(sources)])])
+    return Hits.of([_like_part("{like}", tree, _ALL_COLUMNS, session=False)])
 
 
 def ids_of(hits: Sql) -> Sql:
@@ -258,8 +303,8 @@ def literal_check(ids: set[int], pattern: str) -> Sql:
     return Sql(_LITERAL_CHECK, [sorted(ids), pattern, pattern])
 
 
-def id_list_hits(ids: set[int]) -> Sql:
-    return Sql(_ID_LIST_HITS, [sorted(ids)])
+def id_list_hits(ids: set[int]) -> Hits:
+    return Hits.of([Part(_ID_LIST, [sorted(ids)])])
 
 
 def top_parts(route: str, tree: Node,
@@ -268,26 +313,83 @@ def top_parts(route: str, tree: Node,
     return None
 
 
+# --------------------------------------------------------------------------------- the page
+
+
+def _where(filters: Filters, hide: bool) -> tuple[str, list[Any]]:
+    where, params = "", []
+    if hide:
+        where += f"\n    AND {_SHOWN}"
+    if filters.any:
+        where += _FILTERS
+        for value in (filters.sources, filters.excluded or None, filters.roles or None):
+            params += [value, value]
+    return where, params
+
+
+def _any_of(parts: list[Part]) -> str:
+    return " OR ".join(f"({p.cond})" for p in parts)
+
+
+def _rank(parts: list[Part]) -> tuple[str, list[Any]]:
+    """The rank of a row: the score of the first part it belongs to (the last one: the rest)."""
+    *tested, last = parts
+    if not tested:
+        return last.score or "0.0::float8", list(last.score_params)
+    text, params = "CASE", []
+    for part in tested:
+        text += f" WHEN {part.cond} THEN {part.score or '0.0::float8'}"
+        params += [*part.params, *part.score_params]
+    return f"{text} ELSE {last.score or '0.0::float8'} END", [*params, *last.score_params]
+
+
+def _ranked_page(hits: Hits, filters: Filters, hide: bool, limit: int, offset: int) -> Sql:
+    where, where_params = _where(filters, hide)
+    rank, rank_params = _rank(hits.parts)
+    session = filters.any or any(p.session for p in hits.parts)
+    text = _RANKED_PAGE.format(rank=rank, join=_SESSION_JOIN if session else "",
+                               cond=_any_of(hits.parts), where=where)
+    return Sql(text, [*rank_params, *hits.params, *where_params, limit, offset])
+
+
+def _timed_page(hits: Hits, order: str, filters: Filters, hide: bool, limit: int,
+                offset: int) -> Sql:
+    where, where_params = _where(filters, hide)
+    session = filters.any or any(p.session for p in hits.parts)
+    text = _TIMED_PAGE.format(join=_SESSION_JOIN if session else "", cond=_any_of(hits.parts),
+                              where=where, dir="ASC" if order == "oldest" else "DESC")
+    return Sql(text, [*hits.params, *where_params, limit, offset])
+
+
 def page_statement(hits: Sql, tree: Node, layout: SearchLayout, order: str, filters: Filters,
                    limit: int, offset: int, top: tuple[str, int] | None = None,
                    hide: bool = False) -> Sql:
-    """The page of ``hits`` in ``sqlite.PAGE_COLUMNS``; ``hide`` drops rewound rows."""
-    params: list[Any] = list(hits.params)
-    where = ""
-    if filters.any:
-        where = _FILTERS
-        for value in (filters.sources, filters.excluded or None, filters.roles or None):
-            params += [value, value]
-        if hide:
-            where += "\n    AND NOT " + _REWOUND
-    elif hide:
-        where = _SHOWN_HITS
-    cut = ""
-    if order == "rank":
-        cut = _RANK_CUT
-        params.append(offset + limit - 1)
-    params += [limit, offset]
-    inner, outer = _ORDERS[order]
-    sql = _PAGE.format(hits=hits.text, filters=where, cut=cut, inner_order=inner,
-                       outer_order=outer)
-    return Sql(sql, params)
+    """The page of ``hits`` in ``sqlite.PAGE_COLUMNS``; ``hide`` drops rewound rows. Ranked by
+    ``order == "rank"`` when a part has a rank, else in time order (unprepared: see above)."""
+    assert isinstance(hits, Hits)
+    ranked = order == "rank" and hits.ranked
+    if ranked:
+        page = _ranked_page(hits, filters, hide, limit, offset)
+    else:
+        page = _timed_page(hits, "oldest" if order == "oldest" else "newest", filters, hide,
+                           limit, offset)
+    kind = "rank" if ranked else ("oldest" if order == "oldest" else "newest")
+    # Filters are "NULL or one of" conditions a generic plan cannot fold: it read every message
+    # of the filtered sessions through their session index (40× the pages of the plan made for
+    # the values), so a filtered page is planned for its values too.
+    if ranked and not filters.any:
+        return Sql(_PAGE.format(page=page.text, order=_ORDERS[kind]), page.params)
+    return PageIds(page.text, page.params, prepare=False, order=kind)
+
+
+@dataclass
+class PageIds(Sql):
+    """A page planned for its values (never prepared) selects only ``(id, best, ts)``; its rows
+    come from :meth:`rows_of`, one text whatever the query and so prepared: planning the reads
+    of the stored text and the neighbours was three quarters of planning a whole page."""
+
+    order: str = "newest"
+
+    def rows_of(self, page: list[Any]) -> Sql:
+        ids, bests, stamps = (list(column) for column in zip(*page))
+        return Sql(_PAGE.format(page=_LISTED, order=_ORDERS[self.order]), [ids, bests, stamps])

@@ -220,6 +220,9 @@ class Sql:
 
     text: str
     params: list[Any]
+    # psycopg's ``prepare``: None lets it prepare a statement run often (server-side, with a
+    # generic plan after a few runs), False never (planned for its values every time).
+    prepare: bool | None = None
 
     @staticmethod
     def union(parts: Sequence[Sql]) -> Sql:

@@ -51,7 +51,7 @@ Row = tuple[Any, ...]
 _HIT = sqlite.page_columns("id", "session_id", "role", "timestamp", "tool_name", "source", "model",
                            "started_at", "origin", "fts_snippet", "content", "tool_calls")
 _CONTEXT = sqlite.page_columns("id", "role", "ctx_self", "prev_id", "prev_role", "prev_text",
-                               "next_id", "next_role", "next_text")
+                               "next_id", "next_role", "next_text", "content")
 _TIE_CUT = sqlite.page_columns("tie_cut")
 _TOP_HIT = sqlite.top_columns("id", "rank", "snippet")
 _TOP_RANK = sqlite.top_columns("rank")
@@ -66,7 +66,10 @@ def _fetch(conn: Connection, statement: Sql) -> list[Any]:
     """
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
-        return cursor.execute(statement.text, tuple(statement.params)).fetchall()
+        if statement.prepare is None:
+            return cursor.execute(statement.text, tuple(statement.params)).fetchall()
+        return cursor.execute(statement.text, tuple(statement.params),
+                              prepare=statement.prepare).fetchall()
     finally:
         cursor.close()
 
@@ -138,7 +141,9 @@ def _context_text(content: str | None) -> str:
 def _context(row: Row) -> list[dict[str, str]]:
     """The hit and its neighbours in the session; ``[]`` if a neighbour cannot be read."""
     (hit_id, role, ctx_self, prev_id, prev_role, prev_text, next_id, next_role,
-     next_text) = _CONTEXT(row)
+     next_text, content) = _CONTEXT(row)
+    if ctx_self is None:  # PostgreSQL's page leaves it out: the hit's content is in the row
+        ctx_self = content
     try:
         out = []
         if prev_id is not None:
@@ -171,8 +176,12 @@ def _hit(row: Row, terms: list[str], known: dict[int, str]) -> dict[str, Any]:
 def _page(conn: Connection, hits: Sql, tree: Node, layout: SearchLayout, order: str,
           filters: Filters, limit: int, offset: int,
           top: tuple[str, int] | None = None, hide: bool = False) -> list[Row]:
-    return _fetch(conn, _statements(conn).page_statement(hits, tree, layout, order, filters,
-                                                         limit, offset, top, hide))
+    statement = _statements(conn).page_statement(hits, tree, layout, order, filters, limit,
+                                                 offset, top, hide)
+    page = _fetch(conn, statement)
+    if isinstance(statement, postgres.PageIds):  # the page's ids first, then their rows
+        page = _fetch(conn, statement.rows_of(page)) if page else []
+    return page
 
 
 def _normalize_sort(sort: object) -> str | None:
