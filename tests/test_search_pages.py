@@ -150,3 +150,22 @@ def test_terms_on_several_routes_are_combined_in_the_one_statement_on_sqlite(
     assert db.search_messages(query, limit=5)
     assert len(params) == 1
     assert not [p for p in params[0] if isinstance(p, str) and p.startswith("[")]
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("limit", [1, 5, 60])
+def test_a_cjk_row_both_indexes_find_gets_the_word_snippet_on_any_page(db: SessionDB,
+                                                                        limit: int) -> None:
+    """SQLite-only: PostgreSQL cuts every snippet from the stored text (docs/search.md)."""
+    # "zebra" is in most rows, so its word score is poor everywhere; among the rows holding CJK
+    # (the bigram index) it is rare, so the CJK row's bigram score puts it first, while 40 rows
+    # outscore it on the word index.
+    db.create_session("s", "cli")
+    for n in range(40):
+        db.append_message("s", "user", "zebra zebra", timestamp=BASE_TS + n)
+    for n in range(30):
+        db.append_message("s", "user", f"通信协议 {n}", timestamp=BASE_TS + 100 + n)
+    row = db.append_message("s", "user", "zebra 通信 zebra", timestamp=BASE_TS + 200)
+    first = db.search_messages("zebra", limit=limit)[0]
+    assert first["id"] == row
+    assert first["snippet"] == ">>>zebra<<< 通信 >>>zebra<<<"

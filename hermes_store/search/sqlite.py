@@ -38,8 +38,12 @@ WHERE messages_fts MATCH ?"""
 _WORD_HITS = _scored(_WORD_MATCH)
 _WORD_HITS_SPLIT = _scored(_WORD_MATCH + """
   AND NOT EXISTS (SELECT 1 FROM messages_cjk AS c WHERE c.id = f.rowid)""")
-_BIGRAM_HITS = _scored("""
-SELECT rowid, {score}, 'text' FROM messages_fts_cjk WHERE messages_fts_cjk MATCH ?""")
+_BIGRAM_MATCH = """
+SELECT rowid, {score}, '{origin}' FROM messages_fts_cjk WHERE messages_fts_cjk MATCH ?"""
+_BIGRAM_HITS = _scored(_BIGRAM_MATCH.replace("{origin}", "text"))
+# On the word route (no NOT) a bigram hit may be a word hit too; the page asks the word index
+# (``_RESOLVED``): a row either index finds gets FTS5's snippet whichever scored it better.
+_BIGRAM_WORD_HITS = _scored(_BIGRAM_MATCH.replace("{origin}", "bigram"))
 _TRIGRAM_HITS = _scored("""
 SELECT rowid, {score}, 'trigram' FROM messages_fts_trigram
 WHERE messages_fts_trigram MATCH ?""")
@@ -65,8 +69,9 @@ _LIKE_HITS_IN_SOURCES = """
 SELECT m.id, 0.0, 'text' FROM sessions AS s JOIN messages AS m ON m.session_id = s.id
 WHERE s.source IN (SELECT value FROM json_each(?)) AND {like}"""
 # A rewound row (active = 0, compacted = 0) is hidden from default searches
-# (docs/v21.md#parameters). The test probes idx_messages_session_active with the row's early
-# columns, so a long message's overflow pages are never walked to reach ``active``.
+# (docs/v21.md#parameters). The test probes idx_messages_session_active rather than read
+# ``active`` from the row. ``timestamp``, the probe's key, is stored after ``content``: reading
+# it walks a long message's overflow pages, so ranked pages test only the rows they may show.
 _REWOUND = """EXISTS (SELECT 1 FROM messages AS rw WHERE rw.session_id = {t}.session_id
    AND rw.active = 0 AND rw.timestamp IS {t}.timestamp AND +rw.id = {t}.id AND rw.compacted = 0)"""
 _SHOWN_HITS = "\n  JOIN messages AS m ON m.id = h.id WHERE NOT " + _REWOUND.format(t="m")
@@ -86,9 +91,9 @@ _PAGE_OUTPUT = {
     "id": "page.id", "session_id": "page.session_id", "role": "page.role",
     "timestamp": "page.timestamp", "tool_name": "page.tool_name", "source": "page.source",
     "model": "page.model", "started_at": "page.started_at", "best": "page.best",
-    "origin": "page.origin", "fts_snippet": "{snippet}",
-    "content": "CASE WHEN page.origin = 'text' THEN m.content END",
-    "tool_calls": "CASE WHEN page.origin = 'text' THEN m.tool_calls END",
+    "origin": "r.origin", "fts_snippet": "r.snippet",
+    "content": "CASE WHEN r.origin = 'text' THEN m.content END",
+    "tool_calls": "CASE WHEN r.origin = 'text' THEN m.tool_calls END",
     "ctx_self": "{ctx_self}",
     "prev_id": "p.id", "prev_role": "p.role", "prev_text": "{ctx_p}",
     "next_id": "n.id", "next_role": "n.role", "next_text": "{ctx_n}",
@@ -118,9 +123,10 @@ page AS (
   FROM matched JOIN messages AS m ON m.id = matched.id
   LEFT JOIN sessions AS s ON s.id = m.session_id{cut}
   ORDER BY {inner_order}
-  LIMIT ? OFFSET ?){snippets}
+  LIMIT ? OFFSET ?){snippets},
+resolved(id, origin, snippet) AS MATERIALIZED (SELECT page.id, {origin}, {snippet} FROM page)
 SELECT """ + _PAGE_SELECT + """
-FROM page JOIN messages AS m ON m.id = page.id
+FROM page JOIN messages AS m ON m.id = page.id JOIN resolved AS r ON r.id = page.id
 LEFT JOIN messages AS p ON p.id = (
   SELECT b.id FROM messages AS b WHERE b.session_id = m.session_id
      AND (b.timestamp, b.id) < (m.timestamp, m.id)
@@ -197,18 +203,24 @@ _ORDERS = {
     "newest": ("m.timestamp DESC, m.id DESC", "page.timestamp DESC, page.id DESC"),
     "oldest": ("m.timestamp ASC, m.id ASC", "page.timestamp ASC, page.id ASC"),
 }
-# FTS5 snippets of the page's index hits, made in one pass over the MATCH from the page's
-# first rowid, stopped once every row of the page is found. Made by a MATCH on each row's rowid
-# instead, FTS5 seeks every term in every segment of the index: that cost 0.15 ms a row for two
-# words at 60k messages and 0.3 ms for a substring (a run of trigrams), several times the pass.
+# FTS5 snippets of the page's index hits, made in one pass over the MATCH between the page's
+# first and last rowids. Made by a MATCH on each row's rowid instead, FTS5 seeks every term in
+# every segment of the index: that cost 0.15 ms a row for two words at 60k messages and 0.3 ms
+# for a substring (a run of trigrams), several times the pass.
 _SNIPPETS = """,
-{origin}_snippets(id, snippet) AS MATERIALIZED (
+{index}_snippets(id, snippet) AS MATERIALIZED (
   SELECT rowid, snippet({table}, -1, '>>>', '<<<', '...', 40) FROM {table}
-  WHERE {table} MATCH ? AND rowid >= (SELECT min(id) FROM page WHERE origin = '{origin}')
-    AND +rowid IN (SELECT id FROM page WHERE origin = '{origin}')
-  LIMIT (SELECT count(*) FROM page WHERE origin = '{origin}'))"""
-_SNIPPET_TABLES = {"word": "messages_fts", "trigram": "messages_fts_trigram"}
-_SNIPPET_CASE = "WHEN '{origin}' THEN (SELECT snippet FROM {origin}_snippets WHERE id = page.id)"
+  WHERE {table} MATCH ?
+    AND rowid BETWEEN (SELECT min(id) FROM page WHERE origin IN ({origins}))
+                  AND (SELECT max(id) FROM page WHERE origin IN ({origins}))
+    AND +rowid IN (SELECT id FROM page WHERE origin IN ({origins})))"""
+# index -> (its table, the origins whose rows it may hold)
+_SNIPPET_INDEXES = {"word": ("messages_fts", "'word', 'bigram'"),
+                    "trigram": ("messages_fts_trigram", "'trigram'")}
+_SNIPPET = "(SELECT snippet FROM {index}_snippets WHERE id = page.id)"
+# A bigram hit of the word route is a word hit when the word index holds it too.
+_RESOLVED = ("CASE page.origin WHEN 'bigram' THEN CASE WHEN EXISTS (SELECT 1 FROM word_snippets "
+             "WHERE id = page.id) THEN 'word' ELSE 'text' END ELSE page.origin END")
 # Context text: multimodal content is fetched whole (its text parts may sit anywhere), plain
 # text is cut in SQL.
 _CONTEXT_TEXT = (f"CASE WHEN {marker_sql('{t}.content')} "
@@ -308,7 +320,8 @@ def _word_parts(tree: Node, layout: SearchLayout, scored: bool) -> list[Sql]:
             split = _has_not(tree)
             word = _WORD_HITS_SPLIT if split else _WORD_HITS
             parts.append(Sql(word[scored], [match]))
-            parts.append(Sql(_BIGRAM_HITS[scored], [bigram_match(tree)], width=0 if split else 1))
+            bigram = _BIGRAM_HITS if split else _BIGRAM_WORD_HITS
+            parts.append(Sql(bigram[scored], [bigram_match(tree)], width=0 if split else 1))
         else:
             parts.append(Sql(_WORD_HITS[scored], [match]))
     else:
@@ -482,14 +495,18 @@ def page_statement(hits: Sql, tree: Node, layout: SearchLayout, order: str, filt
         cut = ""
     params += [limit, offset]
     # Snippets only from indexes this store has (a missing table fails to prepare).
-    present = {"word": layout.word, "trigram": layout.trigram}
-    cases = [origin for origin in _SNIPPET_TABLES if present[origin]]
-    snippets = "".join(_SNIPPETS.format(origin=c, table=_SNIPPET_TABLES[c]) for c in cases)
-    snippet = ("CASE page.origin " + " ".join(_SNIPPET_CASE.format(origin=c) for c in cases)
-               + " END" if cases else "NULL")
-    params += [language.render_match(tree, c) for c in cases]  # type: ignore[arg-type]
+    present = [i for i, there in (("word", layout.word), ("trigram", layout.trigram)) if there]
+    snippets = "".join(_SNIPPETS.format(index=i, table=_SNIPPET_INDEXES[i][0],
+                                        origins=_SNIPPET_INDEXES[i][1]) for i in present)
+    snippet = ("CASE page.origin " + " ".join(
+        f"WHEN {origin} THEN {_SNIPPET.format(index=i)}"
+        for i in present for origin in _SNIPPET_INDEXES[i][1].split(", ")) + " END"
+        if present else "NULL")
+    params += [language.render_match(tree, i) for i in present]  # type: ignore[arg-type]
     inner, outer = _ORDERS[order]
     sql = _PAGE.format(matched=matched, cut=cut, inner_order=inner, outer_order=outer,
-                       snippets=snippets, snippet=snippet, ctx_self=_CONTEXT_TEXT.format(t="m"),
-                       ctx_p=_CONTEXT_TEXT.format(t="p"), ctx_n=_CONTEXT_TEXT.format(t="n"))
+                       snippets=snippets, snippet=snippet,
+                       origin=_RESOLVED if layout.word else "page.origin",
+                       ctx_self=_CONTEXT_TEXT.format(t="m"), ctx_p=_CONTEXT_TEXT.format(t="p"),
+                       ctx_n=_CONTEXT_TEXT.format(t="n"))
     return Sql(sql, params)
