@@ -88,9 +88,9 @@ _SCOPE_COLUMNS = ("sc.text", "sc.tool_name")
 # ``tool_calls`` only where the snippet is made from the stored text; the neighbours' text is cut
 # in SQL (``_CONTEXT_TEXT``, filled in per statement).
 _PAGE_OUTPUT = {
-    "id": "page.id", "session_id": "page.session_id", "role": "page.role",
-    "timestamp": "page.timestamp", "tool_name": "page.tool_name", "source": "page.source",
-    "model": "page.model", "started_at": "page.started_at", "best": "page.best",
+    "id": "page.id", "session_id": "m.session_id", "role": "m.role",
+    "timestamp": "page.timestamp", "tool_name": "m.tool_name", "source": "s.source",
+    "model": "s.model", "started_at": "s.started_at", "best": "page.best",
     "origin": "r.origin", "fts_snippet": "r.snippet",
     "content": "CASE WHEN r.origin = 'text' THEN m.content END",
     "tool_calls": "CASE WHEN r.origin = 'text' THEN m.tool_calls END",
@@ -109,24 +109,23 @@ def page_columns(*names: str) -> Callable[[Sequence[Any]], Any]:
     return itemgetter(*(PAGE_COLUMNS.index(name) for name in names))
 
 
-# One statement for the page: hits are merged, filtered, ordered and cut, and only then are
-# snippets (FTS5's, for index hits), stored text (for the others) and neighbours looked up, for
-# the page's rows alone. Row values let each neighbour be one seek in idx_messages_session.
-# The select list is ``PAGE_COLUMNS``, each named. ``{matched}`` is one id a row with its best
-# rank and origin: ``_BY_TIME`` or ``_BY_RANK``.
+# One statement for the page: hits are merged, filtered, ordered and cut (reading only what the
+# order needs), and only then are the session, snippets (FTS5's, for index hits), stored text
+# (for the others) and neighbours looked up, for the page's rows alone. Row values let each
+# neighbour be one seek in idx_messages_session. The select list is ``PAGE_COLUMNS``, each
+# named. ``{matched}`` is one row an id with its best rank and origin: ``_BY_TIME`` or
+# ``_BY_RANK``.
 _PAGE = """
 WITH {matched},
 page AS (
-  SELECT m.id AS id, m.session_id AS session_id, m.role AS role, m.timestamp AS timestamp,
-         m.tool_name AS tool_name, s.source AS source, s.model AS model,
-         s.started_at AS started_at, matched.best AS best, matched.origin AS origin
-  FROM matched JOIN messages AS m ON m.id = matched.id
-  LEFT JOIN sessions AS s ON s.id = m.session_id{cut}
+  SELECT m.id AS id, m.timestamp AS timestamp, matched.best AS best, matched.origin AS origin
+  FROM matched JOIN messages AS m ON m.id = matched.id{cut}
   ORDER BY {inner_order}
   LIMIT ? OFFSET ?){snippets},
 resolved(id, origin, snippet) AS MATERIALIZED (SELECT page.id, {origin}, {snippet} FROM page)
 SELECT """ + _PAGE_SELECT + """
 FROM page JOIN messages AS m ON m.id = page.id JOIN resolved AS r ON r.id = page.id
+LEFT JOIN sessions AS s ON s.id = m.session_id
 LEFT JOIN messages AS p ON p.id = (
   SELECT b.id FROM messages AS b WHERE b.session_id = m.session_id
      AND (b.timestamp, b.id) < (m.timestamp, m.id)
