@@ -179,10 +179,10 @@ _DEEP_CUT = "h.rank <= COALESCE((SELECT cut FROM state, enough WHERE ok), h.rank
 # Rewound rows in an unfiltered ``top``: enough remain when ``offset + limit`` ids up to the cut
 # are shown.
 _ENOUGH_SHOWN = "(SELECT count(DISTINCT id) >= ? FROM shown)"
-# How many entries ``top`` keeps beyond those the page needs, room for a group of equal scores
-# (duplicate messages): a bounded sort 512 deep cost 5% more than one 56 deep (200k messages),
-# a second read of the hits 100%.
-_DEPTH, _SLACK = 4, 64
+# How deep ``top`` is, per entry the page needs: room for a group of equal scores (duplicate
+# messages; 74 at the cut of a 2-character CJK term at 200k messages) costs a few percent more
+# sort, a second read of the hits 100%.
+_DEPTH, _SLACK = 3, 32
 # Filters read only columns stored before ``content`` (session_id, role), so checking them
 # never walks a long message's overflow pages.
 _FILTER_JOIN = """
