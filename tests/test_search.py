@@ -21,7 +21,7 @@ from hermes_store.db.engine import open_engine, reading, run_write
 from hermes_store.repo import bigrams
 from hermes_store.search import postgres as pg_statements
 from hermes_store.search import statements as search_module
-from hermes_store.search.sqlite import PAGE_COLUMNS, TOP_COLUMNS
+from hermes_store.search.sqlite import PAGE_COLUMNS
 from hermes_store.search.statements import search_messages
 
 LONG_TOOL_OUTPUT = "CONTAINER ID   IMAGE\n" + "x" * 9000 + " deepneedle"
@@ -410,13 +410,14 @@ def test_rows_carry_the_column_names_they_are_read_by(store, monkeypatch,
     assert run(path, query)
     wide = [names for names in named if len(names) > 1]
     assert list(PAGE_COLUMNS) in wide
-    shapes = (list(PAGE_COLUMNS), list(TOP_COLUMNS), list(pg_statements.PAGE_ID_COLUMNS))
+    shapes = (list(PAGE_COLUMNS), list(pg_statements.PAGE_ID_COLUMNS))
     assert all(names in shapes for names in wide), wide
 
 
 @pytest.mark.parametrize("query", ["python NOT 日本", "广西 OR 桂林 OR travel",
                                    "docker OR 记忆系统"])
 def test_a_terms_id_set_is_computed_without_scores(store, monkeypatch, query: str) -> None:
+    # Combined terms are ordered by time: no statement may score a single hit.
     path, _ = store
     seen: list[str] = []
     real = search_module._fetch
@@ -427,8 +428,7 @@ def test_a_terms_id_set_is_computed_without_scores(store, monkeypatch, query: st
 
     monkeypatch.setattr(search_module, "_fetch", recording)
     assert run(path, query)
-    id_sets = [sql for sql in seen if sql.startswith("WITH h(id, rank, origin)")]
-    assert id_sets and not [sql for sql in id_sets if "bm25(" in sql or "ts_rank" in sql]
+    assert seen and not [sql for sql in seen if "bm25(" in sql or "ts_rank" in sql]
 
 
 def test_text_holding_nul_comes_back_whole_in_hits_and_context_on_a_server(

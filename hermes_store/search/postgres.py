@@ -117,7 +117,6 @@ _PAGE_OUTPUT = {
     "ctx_self": "NULL",  # the hit's own context is cut from its content, already in the row
     "prev_id": "p.id", "prev_role": "p.role", "prev_text": _CONTEXT_TEXT.format(t="p"),
     "next_id": "n.id", "next_role": "n.role", "next_text": _CONTEXT_TEXT.format(t="n"),
-    "tie_cut": "0",
 }
 assert tuple(_PAGE_OUTPUT) == PAGE_COLUMNS  # rows are read by the SQLite page's getters
 _PAGE_SELECT = ",\n  ".join(f"{expr} AS {name}" for name, expr in _PAGE_OUTPUT.items())
@@ -307,12 +306,6 @@ def id_list_hits(ids: set[int]) -> Hits:
     return Hits.of([Part(_ID_LIST, [sorted(ids)])])
 
 
-def top_parts(route: str, tree: Node,
-              layout: SearchLayout) -> tuple[list[Sql], list[Sql]] | None:
-    """No shortcut: a GIN index has no order to stop early in, the page statement ranks."""
-    return None
-
-
 # --------------------------------------------------------------------------------- the page
 
 
@@ -362,8 +355,7 @@ def _timed_page(hits: Hits, order: str, filters: Filters, hide: bool, limit: int
 
 
 def page_statement(hits: Sql, tree: Node, layout: SearchLayout, order: str, filters: Filters,
-                   limit: int, offset: int, top: tuple[str, int] | None = None,
-                   hide: bool = False) -> Sql:
+                   limit: int, offset: int, hide: bool = False) -> Sql:
     """The page of ``hits`` in ``sqlite.PAGE_COLUMNS``; ``hide`` drops rewound rows. Ranked by
     ``order == "rank"`` when a part has a rank, else in time order (unprepared: see above)."""
     assert isinstance(hits, Hits)

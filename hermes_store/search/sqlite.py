@@ -2,16 +2,16 @@
 and the functions that compose one query's statements from them. Nothing here runs a statement;
 ``search.statements`` plans, runs and pages.
 
-Values are bound, never spliced. The select lists of the page and top statements are made from
-``PAGE_COLUMNS`` and ``TOP_COLUMNS``, and callers read rows through ``page_columns`` and
-``top_columns``: a column is read by its name, wherever it sits in the statement.
+Values are bound, never spliced. The select list of the page statement is made from
+``PAGE_COLUMNS``, and callers read rows through ``page_columns``: a column is read by its name,
+wherever it sits in the statement.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from operator import itemgetter
 from typing import Any
 
@@ -23,10 +23,11 @@ from hermes_store.search.language import And, Node, Not, Term
 CONTEXT_CHARS = 200
 
 
-def _scored(template: str, index: str) -> tuple[str, str]:
+def _scored(template: str) -> tuple[str, str]:
     """A hit part without and with its bm25 score, indexed by ``scored``: a term's id set needs
-    no score, and computing bm25 for thousands of hits was most of that set's cost."""
-    return template.format(score="0.0"), template.format(score=f"bm25({index})")
+    no score, and computing bm25 for thousands of hits was most of that set's cost. The score is
+    FTS5's ``rank`` column (bm25), so a read ordered by it can be FTS5's own sorted cursor."""
+    return template.format(score="0.0"), template.format(score="rank")
 
 
 # Parts of a hit list: each selects (id, rank, origin). ``origin`` says where the snippet comes
@@ -34,23 +35,25 @@ def _scored(template: str, index: str) -> tuple[str, str]:
 _WORD_MATCH = """
 SELECT f.rowid, {score}, 'word' FROM messages_fts AS f
 WHERE messages_fts MATCH ?"""
-_WORD_HITS = _scored(_WORD_MATCH, "messages_fts")
+_WORD_HITS = _scored(_WORD_MATCH)
 _WORD_HITS_SPLIT = _scored(_WORD_MATCH + """
-  AND NOT EXISTS (SELECT 1 FROM messages_cjk AS c WHERE c.id = f.rowid)""", "messages_fts")
-_BIGRAM_HITS = _scored("""
-SELECT rowid, {score}, 'text' FROM messages_fts_cjk WHERE messages_fts_cjk MATCH ?""",
-                       "messages_fts_cjk")
+  AND NOT EXISTS (SELECT 1 FROM messages_cjk AS c WHERE c.id = f.rowid)""")
+_BIGRAM_MATCH = """
+SELECT rowid, {score}, '{origin}' FROM messages_fts_cjk WHERE messages_fts_cjk MATCH ?"""
+_BIGRAM_HITS = _scored(_BIGRAM_MATCH.replace("{origin}", "text"))
+# On the word route (no NOT) a bigram hit may be a word hit too; the page asks the word index
+# (``_RESOLVED``): a row either index finds gets FTS5's snippet whichever scored it better.
+_BIGRAM_WORD_HITS = _scored(_BIGRAM_MATCH.replace("{origin}", "bigram"))
 _TRIGRAM_HITS = _scored("""
 SELECT rowid, {score}, 'trigram' FROM messages_fts_trigram
-WHERE messages_fts_trigram MATCH ?""", "messages_fts_trigram")
+WHERE messages_fts_trigram MATCH ?""")
 _RETIRED_WORD_HITS = _scored("""
 SELECT rowid, {score}, 'text' FROM messages_fts_old
-WHERE messages_fts_old MATCH ? AND rowid > ? AND rowid <= ?""", "messages_fts_old")
+WHERE messages_fts_old MATCH ? AND rowid > ? AND rowid <= ?""")
 _RETIRED_TRIGRAM_HITS = _scored("""
 SELECT o.rowid, {score}, 'text' FROM messages_fts_trigram_old AS o
 WHERE messages_fts_trigram_old MATCH ? AND o.rowid > ? AND o.rowid <= ?
-  AND EXISTS (SELECT 1 FROM messages_search_scope AS sc WHERE sc.id = o.rowid)""",
-                                 "messages_fts_trigram_old")
+  AND EXISTS (SELECT 1 FROM messages_search_scope AS sc WHERE sc.id = o.rowid)""")
 # CROSS JOIN keeps the (normally empty) pending list as the outer loop.
 _PENDING_LIKE_HITS = """
 SELECT sc.id, 0.0, 'text' FROM messages_cjk_pending AS p
@@ -65,51 +68,17 @@ _LIKE_HITS = "SELECT m.id, 0.0, 'text' FROM messages AS m WHERE {like}"
 _LIKE_HITS_IN_SOURCES = """
 SELECT m.id, 0.0, 'text' FROM sessions AS s JOIN messages AS m ON m.session_id = s.id
 WHERE s.source IN (SELECT value FROM json_each(?)) AND {like}"""
-_ID_LIST_HITS = "SELECT value, 0.0, 'text' FROM json_each(?)"
-_CANDIDATE_HITS = """
-SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]')
-FROM json_each(?)"""
-# The top of one index by rank, snippets made while FTS5's cursor is on the row (``rank`` in
-# ORDER BY lets FTS5 sort internally and stop at the LIMIT). Columns: ``TOP_COLUMNS``.
-TOP_COLUMNS = ("id", "rank", "origin", "snippet")
-_TOP = {
-    "word": """SELECT rowid AS id, rank, 'fts' AS origin,
-  snippet(messages_fts, -1, '>>>', '<<<', '...', 40) AS snippet
-FROM messages_fts WHERE messages_fts MATCH ?{split} ORDER BY rank LIMIT ?""",
-    "trigram": """SELECT rowid AS id, rank, 'fts' AS origin,
-  snippet(messages_fts_trigram, -1, '>>>', '<<<', '...', 40) AS snippet
-FROM messages_fts_trigram WHERE messages_fts_trigram MATCH ? ORDER BY rank LIMIT ?""",
-    "bigram": """SELECT rowid AS id, rank, 'text' AS origin, NULL AS snippet FROM messages_fts_cjk
-WHERE messages_fts_cjk MATCH ? ORDER BY rank LIMIT ?""",
-}
-# A bigram-only query has no FTS5 snippet to collect on the way, so its top rows are a CTE of
-# the page statement itself; ``tie_cut`` says the cut fell inside a group of equal ranks (the
-# page is then run again with a deeper cut, as ``search.statements`` does for the other
-# routes).
-_BIGRAM_TOP_CTE = """top(id, rank) AS MATERIALIZED (
-  SELECT rowid, rank FROM messages_fts_cjk WHERE messages_fts_cjk MATCH ? ORDER BY rank LIMIT ?),
-"""
-_TOP_HITS = "SELECT id, rank, 'text' FROM top"
-_TIE_CUT = """(SELECT count(*) = ?
-     AND coalesce(max(rank) = (SELECT rank FROM top{shown} ORDER BY rank LIMIT 1 OFFSET ?), 1)
-   FROM top)"""
 # A rewound row (active = 0, compacted = 0) is hidden from default searches
-# (docs/v21.md#parameters). The test probes idx_messages_session_active with the row's early
-# columns, so a long message's overflow pages are never walked to reach ``active``.
+# (docs/v21.md#parameters). The test probes idx_messages_session_active rather than read
+# ``active`` from the row. ``timestamp``, the probe's key, is stored after ``content``: reading
+# it walks a long message's overflow pages, so ranked pages test only the rows they may show.
 _REWOUND = """EXISTS (SELECT 1 FROM messages AS rw WHERE rw.session_id = {t}.session_id
    AND rw.active = 0 AND rw.timestamp IS {t}.timestamp AND +rw.id = {t}.id AND rw.compacted = 0)"""
 _SHOWN_HITS = "\n  JOIN messages AS m ON m.id = h.id WHERE NOT " + _REWOUND.format(t="m")
-_SHOWN_TOP = (" WHERE NOT EXISTS (SELECT 1 FROM messages AS tm WHERE tm.id = top.id AND "
-              + _REWOUND.format(t="tm") + ")")
-_HIDDEN_OF = ("SELECT m.id FROM messages AS m WHERE m.id IN (SELECT value FROM json_each(?)) "
-              "AND " + _REWOUND.format(t="m"))
-_SPLIT = " AND NOT EXISTS (SELECT 1 FROM messages_cjk AS c WHERE c.id = messages_fts.rowid)"
-_LITERAL_CHECK = """
-SELECT id FROM messages WHERE id IN (SELECT value FROM json_each(?))
+# A term whose "%" unicode61 dropped keeps only the rows whose stored text holds the literal.
+_LITERAL_CHECK = """WITH lc(id, rank, origin) AS ({hits})
+SELECT id, 0.0, 'text' FROM messages WHERE id IN (SELECT id FROM lc)
   AND (content LIKE ? ESCAPE '\\' OR tool_name LIKE ? ESCAPE '\\') IS TRUE"""
-
-# Only the ids of a term's hits travel back to Python (every text value costs a decode).
-_IDS_OF = "WITH h(id, rank, origin) AS ({hits}) SELECT id FROM h"
 
 _ALL_COLUMNS = ("m.content", "m.tool_name", "m.tool_calls")
 _SCOPE_COLUMNS = ("sc.text", "sc.tool_name")
@@ -119,16 +88,15 @@ _SCOPE_COLUMNS = ("sc.text", "sc.tool_name")
 # ``tool_calls`` only where the snippet is made from the stored text; the neighbours' text is cut
 # in SQL (``_CONTEXT_TEXT``, filled in per statement).
 _PAGE_OUTPUT = {
-    "id": "page.id", "session_id": "page.session_id", "role": "page.role",
-    "timestamp": "page.timestamp", "tool_name": "page.tool_name", "source": "page.source",
-    "model": "page.model", "started_at": "page.started_at", "best": "page.best",
-    "origin": "page.origin", "fts_snippet": "{snippet}",
-    "content": "CASE WHEN page.origin = 'text' THEN m.content END",
-    "tool_calls": "CASE WHEN page.origin = 'text' THEN m.tool_calls END",
+    "id": "page.id", "session_id": "m.session_id", "role": "m.role",
+    "timestamp": "page.timestamp", "tool_name": "m.tool_name", "source": "s.source",
+    "model": "s.model", "started_at": "s.started_at", "best": "page.best",
+    "origin": "r.origin", "fts_snippet": "r.snippet",
+    "content": "CASE WHEN r.origin = 'text' THEN m.content END",
+    "tool_calls": "CASE WHEN r.origin = 'text' THEN m.tool_calls END",
     "ctx_self": "{ctx_self}",
     "prev_id": "p.id", "prev_role": "p.role", "prev_text": "{ctx_p}",
     "next_id": "n.id", "next_role": "n.role", "next_text": "{ctx_n}",
-    "tie_cut": "{tie_cut}",
 }
 PAGE_COLUMNS = tuple(_PAGE_OUTPUT)
 _PAGE_SELECT = ",\n  ".join(f"{expr} AS {name}" for name, expr in _PAGE_OUTPUT.items())
@@ -141,30 +109,23 @@ def page_columns(*names: str) -> Callable[[Sequence[Any]], Any]:
     return itemgetter(*(PAGE_COLUMNS.index(name) for name in names))
 
 
-def top_columns(*names: str) -> Callable[[Sequence[Any]], Any]:
-    """A reader of the named columns of a ``_TOP`` row, as :func:`page_columns`."""
-    return itemgetter(*(TOP_COLUMNS.index(name) for name in names))
-
-
-# One statement for the page: hits are merged, filtered, ordered and cut, and only then are
-# snippets (FTS5's, for index hits), stored text (for the others) and neighbours looked up, for
-# the page's rows alone. Row values let each neighbour be one seek in idx_messages_session.
-# The select list is ``PAGE_COLUMNS``, each named.
+# One statement for the page: hits are merged, filtered, ordered and cut (reading only what the
+# order needs), and only then are the session, snippets (FTS5's, for index hits), stored text
+# (for the others) and neighbours looked up, for the page's rows alone. Row values let each
+# neighbour be one seek in idx_messages_session. The select list is ``PAGE_COLUMNS``, each
+# named. ``{matched}`` is one row an id with its best rank and origin: ``_BY_TIME`` or
+# ``_BY_RANK``.
 _PAGE = """
-WITH {top}hits(id, rank, origin) AS MATERIALIZED ({hits}),
-matched AS MATERIALIZED (
-  SELECT h.id AS id, min(h.rank) AS best, max(h.origin) AS origin FROM hits AS h{filters}
-  GROUP BY h.id),
+WITH {matched},
 page AS (
-  SELECT m.id AS id, m.session_id AS session_id, m.role AS role, m.timestamp AS timestamp,
-         m.tool_name AS tool_name, s.source AS source, s.model AS model,
-         s.started_at AS started_at, matched.best AS best, matched.origin AS origin
-  FROM matched JOIN messages AS m ON m.id = matched.id
-  LEFT JOIN sessions AS s ON s.id = m.session_id{cut}
+  SELECT m.id AS id, m.timestamp AS timestamp, matched.best AS best, matched.origin AS origin
+  FROM matched JOIN messages AS m ON m.id = matched.id{cut}
   ORDER BY {inner_order}
-  LIMIT ? OFFSET ?)
+  LIMIT ? OFFSET ?){snippets},
+resolved(id, origin, snippet) AS MATERIALIZED (SELECT page.id, {origin}, {snippet} FROM page)
 SELECT """ + _PAGE_SELECT + """
-FROM page JOIN messages AS m ON m.id = page.id
+FROM page JOIN messages AS m ON m.id = page.id JOIN resolved AS r ON r.id = page.id
+LEFT JOIN sessions AS s ON s.id = m.session_id
 LEFT JOIN messages AS p ON p.id = (
   SELECT b.id FROM messages AS b WHERE b.session_id = m.session_id
      AND (b.timestamp, b.id) < (m.timestamp, m.id)
@@ -174,13 +135,62 @@ LEFT JOIN messages AS n ON n.id = (
      AND (a.timestamp, a.id) > (m.timestamp, m.id)
    ORDER BY a.timestamp ASC, a.id ASC LIMIT 1)
 ORDER BY {outer_order}"""
+# Ordered by time every shown hit is a candidate: grouped, filtered, then sorted by the page.
+_BY_TIME = """hits(id, rank, origin) AS MATERIALIZED ({hits}),
+matched AS MATERIALIZED (
+  SELECT h.id AS id, min(h.rank) AS best, max(h.origin) AS origin FROM hits AS h{filters}
+  GROUP BY h.id)"""
+# Ordered by rank, in one statement whatever the ties (docs/search.md#ranking). ``top`` keeps
+# the best ``depth`` hits by bm25: unfiltered, SQLite's bounded sort of each index's hits (FTS5's
+# own ``ORDER BY rank`` sorts every hit); filtered, FTS5's sorted cursors, read in order and
+# checked row by row until ``depth`` rows pass (most hits are never joined). An id occurs at
+# most ``width`` times (once per part of the hit list), so the best ``width * (offset + limit)``
+# entries (up to the ``cut``) hold ``offset + limit`` distinct ids: the last row of the page is
+# among them. Only those are checked for rewound rows (``shown``) and grouped, unless rewound
+# rows left fewer than ``offset + limit`` ids up to the cut: then ``rest`` adds the other rows
+# of ``top``. ``deep`` reads the hits again only when ``top`` may have cut a group of equal
+# scores short (it is full and its last score is the cut's), or is full and rewound rows left
+# too few (then every hit). Otherwise the LIMITs of ``rest`` and ``deep`` are 0 and they never
+# run.
+_BY_RANK = """hits(id, rank, origin) AS NOT MATERIALIZED ({hits}),
+top(id, rank, origin) AS MATERIALIZED (
+  SELECT h.id, h.rank, h.origin FROM hits AS h{stream}
+  ORDER BY {order} LIMIT ?),
+state(full, last, cut) AS MATERIALIZED (
+  SELECT count(*) = ?, max(rank), (SELECT rank FROM top ORDER BY rank LIMIT 1 OFFSET ?)
+  FROM top),
+shown(id, rank, origin) AS MATERIALIZED (
+  SELECT h.id, h.rank, h.origin FROM top AS h{shown}),
+enough(ok) AS MATERIALIZED (SELECT {enough}),
+rest(id, rank, origin) AS (
+  SELECT h.id, h.rank, h.origin FROM top AS h{rest}
+  LIMIT (SELECT CASE WHEN ok THEN 0 ELSE -1 END FROM enough)),
+deep(id, rank, origin) AS (
+  SELECT h.id, h.rank, h.origin FROM hits AS h{deep}
+  LIMIT (SELECT CASE WHEN full AND (last = cut OR NOT ok) THEN -1 ELSE 0 END
+         FROM state, enough)),
+matched AS MATERIALIZED (
+  SELECT id, min(rank) AS best, max(origin) AS origin
+  FROM (SELECT * FROM shown UNION ALL SELECT * FROM rest UNION ALL SELECT * FROM deep)
+  GROUP BY id)"""
+_UP_TO_CUT = "h.rank <= COALESCE((SELECT cut FROM state), h.rank)"
+_PAST_CUT = "h.rank > (SELECT cut FROM state)"
+_DEEP_CUT = "h.rank <= COALESCE((SELECT cut FROM state, enough WHERE ok), h.rank)"
+# Rewound rows in an unfiltered ``top``: enough remain when ``offset + limit`` ids up to the cut
+# are shown.
+_ENOUGH_SHOWN = "(SELECT count(DISTINCT id) >= ? FROM shown)"
+# How deep ``top`` is, per entry the page needs: room for a group of equal scores (duplicate
+# messages; 74 at the cut of a 2-character CJK term at 200k messages) costs a few percent more
+# sort, a second read of the hits 100%.
+_DEPTH, _SLACK = 3, 32
 # Filters read only columns stored before ``content`` (session_id, role), so checking them
 # never walks a long message's overflow pages.
-_FILTERS = """
-  JOIN messages AS m ON m.id = h.id JOIN sessions AS s ON s.id = m.session_id
-  WHERE (? IS NULL OR s.source IN (SELECT value FROM json_each(?)))
-    AND (? IS NULL OR s.source NOT IN (SELECT value FROM json_each(?)))
-    AND (? IS NULL OR m.role IN (SELECT value FROM json_each(?)))"""
+_FILTER_JOIN = """
+  JOIN messages AS m ON m.id = h.id JOIN sessions AS s ON s.id = m.session_id"""
+_FILTER_TESTS = ("(? IS NULL OR s.source IN (SELECT value FROM json_each(?)))",
+                 "(? IS NULL OR s.source NOT IN (SELECT value FROM json_each(?)))",
+                 "(? IS NULL OR m.role IN (SELECT value FROM json_each(?)))")
+_MESSAGE_JOIN = "\n  JOIN messages AS m ON m.id = h.id"
 # Ranked pages read message rows only for the best ``offset + limit`` hits (ties included, so
 # the timestamp tie-break stays exact): a common word's thousands of hits are never joined.
 _RANK_CUT = """
@@ -192,13 +202,24 @@ _ORDERS = {
     "newest": ("m.timestamp DESC, m.id DESC", "page.timestamp DESC, page.id DESC"),
     "oldest": ("m.timestamp ASC, m.id ASC", "page.timestamp ASC, page.id ASC"),
 }
-_SNIPPET_CASES = {
-    "word": """WHEN 'word' THEN (SELECT snippet(messages_fts, -1, '>>>', '<<<', '...', 40)
-    FROM messages_fts WHERE messages_fts MATCH ? AND rowid = page.id)""",
-    "trigram": """WHEN 'trigram' THEN (
-    SELECT snippet(messages_fts_trigram, -1, '>>>', '<<<', '...', 40)
-    FROM messages_fts_trigram WHERE messages_fts_trigram MATCH ? AND rowid = page.id)""",
-}
+# FTS5 snippets of the page's index hits, made in one pass over the MATCH between the page's
+# first and last rowids. Made by a MATCH on each row's rowid instead, FTS5 seeks every term in
+# every segment of the index: that cost 0.15 ms a row for two words at 60k messages and 0.3 ms
+# for a substring (a run of trigrams), several times the pass.
+_SNIPPETS = """,
+{index}_snippets(id, snippet) AS MATERIALIZED (
+  SELECT rowid, snippet({table}, -1, '>>>', '<<<', '...', 40) FROM {table}
+  WHERE {table} MATCH ?
+    AND rowid BETWEEN (SELECT min(id) FROM page WHERE origin IN ({origins}))
+                  AND (SELECT max(id) FROM page WHERE origin IN ({origins}))
+    AND +rowid IN (SELECT id FROM page WHERE origin IN ({origins})))"""
+# index -> (its table, the origins whose rows it may hold)
+_SNIPPET_INDEXES = {"word": ("messages_fts", "'word', 'bigram'"),
+                    "trigram": ("messages_fts_trigram", "'trigram'")}
+_SNIPPET = "(SELECT snippet FROM {index}_snippets WHERE id = page.id)"
+# A bigram hit of the word route is a word hit when the word index holds it too.
+_RESOLVED = ("CASE page.origin WHEN 'bigram' THEN CASE WHEN EXISTS (SELECT 1 FROM word_snippets "
+             "WHERE id = page.id) THEN 'word' ELSE 'text' END ELSE page.origin END")
 # Context text: multimodal content is fetched whole (its text parts may sit anywhere), plain
 # text is cut in SQL.
 _CONTEXT_TEXT = (f"CASE WHEN {marker_sql('{t}.content')} "
@@ -220,13 +241,19 @@ class Sql:
 
     text: str
     params: list[Any]
+    _: KW_ONLY  # the options below are named at every call: two of them are small numbers
     # psycopg's ``prepare``: None lets it prepare a statement run often (server-side, with a
     # generic plan after a few runs), False never (planned for its values every time).
     prepare: bool | None = None
+    # For a hit list: how many of its rows one id may have (each part of a union yields an id
+    # once, so a union of n parts at most n times; a part holding only rows no other part can,
+    # as the pending list, adds none), which bounds the ranked page's first cut.
+    width: int = 1
 
     @staticmethod
     def union(parts: Sequence[Sql]) -> Sql:
-        return Sql(" UNION ALL ".join(p.text for p in parts), [x for p in parts for x in p.params])
+        return Sql(" UNION ALL ".join(p.text for p in parts), [x for p in parts for x in p.params],
+                   width=sum(p.width for p in parts))
 
 
 # --------------------------------------------------------------------------------- rendering
@@ -293,9 +320,11 @@ def _word_parts(tree: Node, layout: SearchLayout, scored: bool) -> list[Sql]:
             # On the rows it holds, the bigram index finds every Latin term the word index
             # finds (and Latin runs glued to CJK too). Without NOT the expression is monotone,
             # so the union of both equals the row split and costs no per-hit exclusion.
-            word = _WORD_HITS_SPLIT if _has_not(tree) else _WORD_HITS
+            split = _has_not(tree)
+            word = _WORD_HITS_SPLIT if split else _WORD_HITS
             parts.append(Sql(word[scored], [match]))
-            parts.append(Sql(_BIGRAM_HITS[scored], [bigram_match(tree)]))
+            bigram = _BIGRAM_HITS if split else _BIGRAM_WORD_HITS
+            parts.append(Sql(bigram[scored], [bigram_match(tree)], width=0 if split else 1))
         else:
             parts.append(Sql(_WORD_HITS[scored], [match]))
     else:
@@ -321,9 +350,14 @@ def _trigram_parts(tree: Node, layout: SearchLayout, scored: bool) -> list[Sql]:
     return parts
 
 
+def _pending_part(tree: Node) -> Sql:
+    # A row waits in messages_cjk_pending or is in the bigram index, never both.
+    pending = _like_part(_PENDING_LIKE_HITS, tree, _SCOPE_COLUMNS)
+    return Sql(pending.text, pending.params, width=0)
+
+
 def _bigram_parts(tree: Node, layout: SearchLayout, scored: bool) -> list[Sql]:
-    parts = [Sql(_BIGRAM_HITS[scored], [bigram_match(tree)]),
-             _like_part(_PENDING_LIKE_HITS, tree, _SCOPE_COLUMNS)]
+    parts = [Sql(_BIGRAM_HITS[scored], [bigram_match(tree)]), _pending_part(tree)]
     if layout.window:
         parts.append(_like_part(_WINDOW_SCOPE_LIKE_HITS, tree, _SCOPE_COLUMNS, layout.window))
     return parts
@@ -344,60 +378,39 @@ def route_hits(route: str, tree: Node, layout: SearchLayout, sources: list[str] 
     return _like_part(_LIKE_HITS, tree, _ALL_COLUMNS)
 
 
-def ids_of(hits: Sql) -> Sql:
-    """Only the ids of ``hits`` (every text value costs a decode on its way back)."""
-    return Sql(_IDS_OF.format(hits=hits.text), hits.params)
+def literal_checked(hits: Sql, pattern: str) -> Sql:
+    """Those of ``hits`` whose stored text really holds ``pattern`` (a LIKE pattern), unranked."""
+    return Sql(_LITERAL_CHECK.format(hits=hits.text), [*hits.params, pattern, pattern])
 
 
-def literal_check(ids: set[int], pattern: str) -> Sql:
-    """Those of ``ids`` whose stored text really holds ``pattern`` (a LIKE pattern)."""
-    return Sql(_LITERAL_CHECK, [json.dumps(sorted(ids)), pattern, pattern])
+def tree_hits(tree: Node, term_hits: Callable[[Term], Sql]) -> Sql:
+    """The hits of ``tree`` combined from each term's hits (``term_hits``, on the term's own
+    route) with FTS5's precedence, in SQL: ``id IN`` for AND, UNION ALL for OR, ``NOT IN`` for
+    NOT, so no id set travels through Python. Unranked; an id may occur several times."""
+    terms: list[Sql] = []
+    names: dict[Term, str] = {}
 
+    def ids(node: Node) -> str:
+        if isinstance(node, Term):
+            if node not in names:
+                hits = term_hits(node)
+                names[node] = f"t{len(names)}"
+                terms.append(Sql(f"{names[node]}(id, rank, origin) AS ({hits.text})",
+                                 hits.params, width=hits.width))
+            return f"SELECT id FROM {names[node]}"
+        if isinstance(node, Not):
+            return f"SELECT id FROM ({ids(node.left)}) WHERE id NOT IN ({ids(node.right)})"
+        first, *others = (ids(child) for child in node.children)
+        if isinstance(node, And):
+            # "+": SQLite would otherwise hand the IN list to FTS5 as rowids to look up, one
+            # MATCH per id of the other term (thousands), instead of one pass over the doclist.
+            return f"SELECT id FROM ({first}) WHERE " + " AND ".join(
+                f"+id IN ({other})" for other in others)
+        return " UNION ALL ".join(f"SELECT id FROM ({child})" for child in (first, *others))
 
-def hidden_of(ids: Sequence[int]) -> Sql:
-    """Those of ``ids`` that are rewound (hidden from a default search), as ``(id,)`` rows."""
-    return Sql(_HIDDEN_OF, [json.dumps(list(ids))])
-
-
-def bigram_top(match: str, fetch: int) -> Sql:
-    """The best ``fetch`` rows of the bigram index for ``match`` (columns ``TOP_COLUMNS``)."""
-    return Sql(_TOP["bigram"], [match, fetch])
-
-
-def id_list_hits(ids: set[int]) -> Sql:
-    return Sql(_ID_LIST_HITS, [json.dumps(sorted(ids))])
-
-
-def candidate_hits(best: dict[int, tuple[float, str]], extra: Sequence[Sql]) -> Sql:
-    """Hits already ranked in Python (``{id: (rank, origin)}``), plus the ``extra`` parts."""
-    triples = [[row_id, rank, origin] for row_id, (rank, origin) in best.items()]
-    return Sql.union([Sql(_CANDIDATE_HITS, [json.dumps(triples)]), *extra])
-
-
-def top_hits(extra: Sequence[Sql]) -> Sql:
-    """The rows of the page statement's own ``top`` CTE, plus the ``extra`` parts."""
-    return Sql.union([Sql(_TOP_HITS, []), *extra])
-
-
-def top_parts(route: str, tree: Node,
-              layout: SearchLayout) -> tuple[list[Sql], list[Sql]] | None:
-    """Ranked statements of a single-route query (each cut to its best rows by a last bound
-    LIMIT, columns ``TOP_COLUMNS``) and the bounded parts that join them unranked; None when
-    the route has no such shortcut."""
-    if layout.window is not None:
-        return None
-    if route == "trigram" and layout.trigram:
-        return [Sql(_TOP["trigram"], [language.render_match(tree, "trigram")])], []
-    if route == "word" and layout.word:
-        word = _TOP["word"].format(split=_SPLIT if layout.bigram and _has_not(tree) else "")
-        parts = [Sql(word, [language.render_match(tree, "word")])]
-        if layout.bigram:
-            parts.append(Sql(_TOP["bigram"], [bigram_match(tree)]))
-        return parts, []
-    if route == "bigram" and layout.bigram:
-        return ([Sql(_TOP["bigram"], [bigram_match(tree)])],
-                [_like_part(_PENDING_LIKE_HITS, tree, _SCOPE_COLUMNS)])
-    return None
+    body = ids(tree)
+    return Sql(f"WITH {', '.join(t.text for t in terms)}\nSELECT id, 0.0, 'text' FROM ({body})",
+               [x for t in terms for x in t.params], width=sum(t.width for t in terms))
 
 
 # --------------------------------------------------------------------------------- the page
@@ -416,42 +429,87 @@ class Filters:
         return self.sources is not None or bool(self.excluded) or bool(self.roles)
 
 
-def page_statement(hits: Sql, tree: Node, layout: SearchLayout, order: str, filters: Filters,
-                   limit: int, offset: int, top: tuple[str, int] | None = None,
-                   hide: bool = False) -> Sql:
-    """The page of ``hits`` in ``PAGE_COLUMNS``; ``top`` (a bigram MATCH and how deep to
-    cut it) makes the hits that index's best rows, with a ``tie_cut`` flag (``_BIGRAM_TOP_CTE``);
-    ``hide`` drops rewound rows (``_REWOUND``)."""
-    params: list[Any] = [*top] if top else []
-    params += hits.params
+def _where(tests: Sequence[str]) -> str:
+    return "\n  WHERE " + "\n    AND ".join(tests) if tests else ""
+
+
+def _filter_params(filters: Filters) -> list[Any]:
+    params: list[Any] = []
+    for value in (filters.sources, filters.excluded or None, filters.roles or None):
+        encoded = None if value is None else json.dumps(value)
+        params += [encoded, encoded]
+    return params
+
+
+def _by_time(hits: Sql, filters: Filters, hide: bool) -> tuple[str, list[Any]]:
+    params = list(hits.params)
     where = ""
     if filters.any:
-        where = _FILTERS
-        for value in (filters.sources, filters.excluded or None, filters.roles or None):
-            encoded = None if value is None else json.dumps(value)
-            params += [encoded, encoded]
-        if hide:
-            where += "\n    AND NOT " + _REWOUND.format(t="m")
+        tests = [*_FILTER_TESTS, *(["NOT " + _REWOUND.format(t="m")] if hide else [])]
+        where = _FILTER_JOIN + _where(tests)
+        params += _filter_params(filters)
     elif hide:
         where = _SHOWN_HITS
-    cut = ""
+    return _BY_TIME.format(hits=hits.text, filters=where), params
+
+
+def _by_rank(hits: Sql, filters: Filters, hide: bool, wanted: int) -> tuple[str, list[Any]]:
+    entries = max(hits.width, 1) * wanted
+    rewound = ["NOT " + _REWOUND.format(t="m")] if hide else []
+    enough, enough_params = "1", []
+    if filters.any:
+        # Filters and the rewound test ride on the sorted read: every row of ``top`` is shown.
+        # Each row read costs a join and most fail the filters: no deeper than needed.
+        depth = entries + 16
+        filter_params = _filter_params(filters)
+        stream = _FILTER_JOIN + _where([*_FILTER_TESTS, *rewound])
+        shown, rest = _where([_UP_TO_CUT]), _where([_PAST_CUT])
+        deep = _FILTER_JOIN + _where([*_FILTER_TESTS, *rewound, _DEEP_CUT])
+        order = "h.rank"
+    else:
+        # A deeper bounded sort costs next to nothing. The second key keeps the order from
+        # FTS5 (its sort is of every hit), so each part's sort is SQLite's, bounded.
+        depth = _DEPTH * entries + _SLACK
+        filter_params = []
+        stream = ""
+        join = _MESSAGE_JOIN if hide else ""
+        shown = join + _where([_UP_TO_CUT, *rewound])
+        rest = join + _where([_PAST_CUT, *rewound])
+        deep = join + _where([_DEEP_CUT, *rewound])
+        order = "h.rank, h.id"
+        if hide:
+            enough, enough_params = _ENOUGH_SHOWN, [wanted]
+    params = [*hits.params, *filter_params, depth, depth, entries - 1, *enough_params,
+              *filter_params]
+    return _BY_RANK.format(hits=hits.text, stream=stream, order=order, shown=shown,
+                           enough=enough, rest=rest, deep=deep), params
+
+
+def page_statement(hits: Sql, tree: Node, layout: SearchLayout, order: str, filters: Filters,
+                   limit: int, offset: int, hide: bool = False) -> Sql:
+    """The page of ``hits`` in ``PAGE_COLUMNS``, one statement whatever the order and the ties;
+    ``hide`` drops rewound rows (``_REWOUND``)."""
     if order == "rank":
+        matched, params = _by_rank(hits, filters, hide, offset + limit)
         cut = _RANK_CUT
         params.append(offset + limit - 1)
+    else:
+        matched, params = _by_time(hits, filters, hide)
+        cut = ""
     params += [limit, offset]
-    # Snippet subqueries only for indexes this store has (a missing table fails to prepare).
-    present = {"word": layout.word, "trigram": layout.trigram}
-    cases = [name for name in _SNIPPET_CASES if present[name]]
-    snippet = ("CASE page.origin " + " ".join(_SNIPPET_CASES[c] for c in cases) + " END"
-               if cases else "NULL")
-    params += [language.render_match(tree, c) for c in cases]  # type: ignore[arg-type]
-    if top:
-        params += [top[1], offset + limit - 1]
+    # Snippets only from indexes this store has (a missing table fails to prepare).
+    present = [i for i, there in (("word", layout.word), ("trigram", layout.trigram)) if there]
+    snippets = "".join(_SNIPPETS.format(index=i, table=_SNIPPET_INDEXES[i][0],
+                                        origins=_SNIPPET_INDEXES[i][1]) for i in present)
+    snippet = ("CASE page.origin " + " ".join(
+        f"WHEN {origin} THEN {_SNIPPET.format(index=i)}"
+        for i in present for origin in _SNIPPET_INDEXES[i][1].split(", ")) + " END"
+        if present else "NULL")
+    params += [language.render_match(tree, i) for i in present]  # type: ignore[arg-type]
     inner, outer = _ORDERS[order]
-    sql = _PAGE.format(top=_BIGRAM_TOP_CTE if top else "", hits=hits.text, filters=where,
-                       cut=cut, inner_order=inner, outer_order=outer, snippet=snippet,
-                       tie_cut=(_TIE_CUT.format(shown=_SHOWN_TOP if hide else "") if top
-                                else "0"),
+    sql = _PAGE.format(matched=matched, cut=cut, inner_order=inner, outer_order=outer,
+                       snippets=snippets, snippet=snippet,
+                       origin=_RESOLVED if layout.word else "page.origin",
                        ctx_self=_CONTEXT_TEXT.format(t="m"), ctx_p=_CONTEXT_TEXT.format(t="p"),
                        ctx_n=_CONTEXT_TEXT.format(t="n"))
     return Sql(sql, params)

@@ -6,13 +6,15 @@ to the index that can answer it (``language.route_term``) and then either
 * runs the whole expression as one MATCH when every term uses the same index (the word index
   and the bigram index count as one: each row is judged by exactly one of them, the bigram
   index for the rows it holds, the word index for the others), ordered by bm25; or
-* computes each term's id set on its own route and combines the sets with FTS5's precedence
-  (``language.evaluate_tree``), ordered by time.
+* looks each term up on its own route and combines the hits with FTS5's precedence, ordered by
+  time: in the statement itself on SQLite (``sqlite.tree_hits``), as id sets
+  (``language.evaluate_tree``) on PostgreSQL.
 
 Every route is bounded: an index lookup, plus LIKE only over the ids still waiting for the CJK
 index (``messages_cjk_pending``) or inside an open backfill window; the explicit LIKE route
 (tool bodies, excluded sources) is the one documented exception. Filters, order and paging are
-applied once, in the final query, so they are identical on every route.
+applied once, in the final query, so they are identical on every route; a page is one
+statement, whatever the ties at its cut.
 
 The SQL itself is the dialect's: SQLite's composed in ``search.sqlite``, PostgreSQL's in
 ``search.postgres`` (the same functions, chosen once per search by :func:`_statements`); which
@@ -41,9 +43,6 @@ from hermes_store.search.sqlite import CONTEXT_CHARS, Filters, Sql
 log = logging.getLogger(__name__)
 
 EXCLUDED_SOURCES = frozenset(("cron", "subagent"))
-# Extra rows fetched past a ranked cut, so a small group of equal bm25 scores (duplicate
-# messages) is settled without a second query.
-TIE_SLACK = 16
 MULTIMODAL_PLACEHOLDER = "[multimodal content]"
 
 Row = tuple[Any, ...]
@@ -52,10 +51,6 @@ _HIT = sqlite.page_columns("id", "session_id", "role", "timestamp", "tool_name",
                            "started_at", "origin", "fts_snippet", "content", "tool_calls")
 _CONTEXT = sqlite.page_columns("id", "role", "ctx_self", "prev_id", "prev_role", "prev_text",
                                "next_id", "next_role", "next_text", "content")
-_TIE_CUT = sqlite.page_columns("tie_cut")
-_TOP_HIT = sqlite.top_columns("id", "rank", "snippet")
-_TOP_RANK = sqlite.top_columns("rank")
-_TOP_ID = sqlite.top_columns("id")
 
 
 def _fetch(conn: Connection, statement: Sql) -> list[Any]:
@@ -122,6 +117,25 @@ def _term_ids(conn: Connection, term: Term, route: str, layout: SearchLayout,
     return ids
 
 
+def _term_hits(term: Term, route: str, layout: SearchLayout, sources: list[str] | None) -> Sql:
+    hits = sqlite.route_hits(route, term, layout, sources, scored=False)
+    if route in ("word", "bigram") and term.needs_literal_check:
+        return sqlite.literal_checked(hits, term.like_pattern())
+    return hits
+
+
+def _combined_hits(conn: Connection, plan: _Plan, layout: SearchLayout,
+                   sources: list[str] | None) -> Sql | None:
+    """The hits of a query whose terms take several routes; None when there are none."""
+    sql = _statements(conn)
+    if sql is sqlite:
+        return sqlite.tree_hits(plan.tree,
+                                lambda t: _term_hits(t, plan.routes[t], layout, sources))
+    ids = language.evaluate_tree(
+        plan.tree, lambda t: _term_ids(conn, t, plan.routes[t], layout, sources))
+    return sql.id_list_hits(ids) if ids else None
+
+
 # --------------------------------------------------------------------------------- results
 
 
@@ -158,13 +172,11 @@ def _context(row: Row) -> list[dict[str, str]]:
         return []
 
 
-def _hit(row: Row, terms: list[str], known: dict[int, str]) -> dict[str, Any]:
+def _hit(row: Row, terms: list[str]) -> dict[str, Any]:
     """The result dict of one page row."""
     (hit_id, session_id, role, timestamp, tool_name, source, model, started_at, origin,
      fts_snippet, content, tool_calls) = _HIT(row)
-    if hit_id in known:
-        snippet = known[hit_id]
-    elif origin == "text":
+    if origin == "text":
         snippet = snippet_from_text([content, tool_name, tool_calls], terms)
     else:
         snippet = fts_snippet or ""
@@ -174,10 +186,9 @@ def _hit(row: Row, terms: list[str], known: dict[int, str]) -> dict[str, Any]:
 
 
 def _page(conn: Connection, hits: Sql, tree: Node, layout: SearchLayout, order: str,
-          filters: Filters, limit: int, offset: int,
-          top: tuple[str, int] | None = None, hide: bool = False) -> list[Row]:
+          filters: Filters, limit: int, offset: int, hide: bool = False) -> list[Row]:
     statement = _statements(conn).page_statement(hits, tree, layout, order, filters, limit,
-                                                 offset, top, hide)
+                                                 offset, hide=hide)
     page = _fetch(conn, statement)
     if isinstance(statement, postgres.PageIds):  # the page's ids first, then their rows
         page = _fetch(conn, statement.rows_of(page)) if page else []
@@ -220,92 +231,30 @@ def search_messages(db: Session | Connection, query: str | None, *,
         return []
 
 
-def _top_rows(conn: Connection, top: Sql, wanted: int, hide: bool = False) -> list[Row]:
-    """The best ``wanted`` shown rows of a ranked part, plus every row tied with the last of
-    them (so the timestamp tie-break of the final order stays exact); hidden rows among them
-    are dropped later, by the page."""
-    fetch = wanted + TIE_SLACK
-    while True:
-        rows = _fetch(conn, Sql(top.text, [*top.params, fetch]))
-        if len(rows) < fetch:
-            return rows
-        shown = rows
-        if hide:
-            hidden = {row_id for (row_id,) in
-                      _fetch(conn, sqlite.hidden_of([_TOP_ID(r) for r in rows]))}
-            shown = [r for r in rows if _TOP_ID(r) not in hidden]
-        if len(shown) >= wanted and _TOP_RANK(rows[-1]) != _TOP_RANK(shown[wanted - 1]):
-            return rows
-        fetch *= 2
-
-
-def _top_candidates(conn: Connection, parts: list[Sql], wanted: int,
-                    extra: list[Sql], hide: bool = False) -> tuple[Sql, dict[int, str]]:
-    """Best ``wanted`` hits of each ranked part, merged (each part's best rows hold every row of
-    the merged best ``wanted``), with the snippets FTS5 made on the way, plus ``extra``."""
-    best: dict[int, tuple[float, str]] = {}
-    snippets: dict[int, str] = {}
-    for part in parts:
-        for row in _top_rows(conn, part, wanted, hide):
-            row_id, rank, snippet = _TOP_HIT(row)
-            if row_id not in best or rank < best[row_id][0]:
-                best[row_id] = (rank, "done" if snippet else "text")
-            if snippet:
-                snippets[row_id] = snippet
-    return sqlite.candidate_hits(best, extra), snippets
-
-
 def _search(conn: Connection, tree: Node, filters: Filters, limit: int, offset: int,
             sort: str | None, hide: bool = False) -> list[dict[str, Any]]:
     layout = catalog.search_layout(conn)
     sql = _statements(conn)
     plan = _plan(tree, layout, filters.sources, filters.roles)
     route = plan.single_route
-    known: dict[int, str] = {}
     if route is not None:
         ranked = route in ("word", "trigram", "bigram")
-        hits = None
-        if ranked and sort is None and not filters.any:
-            shortcut = sql.top_parts(route, tree, layout)
-            if shortcut is not None and route == "bigram":
-                return _results(_bigram_page(conn, tree, layout, shortcut[1], limit, offset,
-                                             hide), tree, {})
-            if shortcut is not None:
-                hits, known = _top_candidates(conn, shortcut[0], offset + limit, shortcut[1],
-                                              hide)
-        if hits is None:
-            hits = sql.route_hits(route, tree, layout, filters.sources)
+        # Scores only where they order the page: bm25 for every hit is most of a MATCH's cost.
+        hits = sql.route_hits(route, tree, layout, filters.sources,
+                              scored=ranked and sort is None)
     else:
-        ids = language.evaluate_tree(
-            tree, lambda t: _term_ids(conn, t, plan.routes[t], layout, filters.sources))
-        if not ids:
-            return []
-        hits = sql.id_list_hits(ids)
         ranked = False
+        found = _combined_hits(conn, plan, layout, filters.sources)
+        if found is None:
+            return []
+        hits = found
     order = sort or ("rank" if ranked else "newest")
     return _results(_page(conn, hits, tree, layout, order, filters, limit, offset, hide=hide),
-                    tree, known)
+                    tree)
 
 
-def _bigram_page(conn: Connection, tree: Node, layout: SearchLayout, extra: list[Sql],
-                 limit: int, offset: int, hide: bool = False) -> list[Row]:
-    """The ranked page of a bigram-only query in one statement, cut deeper while ties demand."""
-    match, fetch = sqlite.bigram_match(tree), offset + limit + TIE_SLACK
-    hits = sqlite.top_hits(extra)
-    while True:
-        page = _page(conn, hits, tree, layout, "rank", Filters(), limit, offset,
-                     top=(match, fetch), hide=hide)
-        if page and not _TIE_CUT(page[0]):
-            return page
-        # An empty page carries no flag: deeper only while the cut was full (hidden rows).
-        if not page and (not hide
-                         or len(_fetch(conn, sqlite.bigram_top(match, fetch))) < fetch):
-            return page
-        fetch *= 2
-
-
-def _results(page: list[Row], tree: Node, known: dict[int, str]) -> list[dict[str, Any]]:
+def _results(page: list[Row], tree: Node) -> list[dict[str, Any]]:
     if not page:
         return []
     terms = [t.text for t in language.positive_terms(tree)]
-    return [_hit(row, terms, known) for row in page]
+    return [_hit(row, terms) for row in page]
