@@ -20,9 +20,8 @@ import sqlite3
 import time
 from typing import Any
 
+from hermes_store.db.engine import CHECKPOINT_EVERY_N_WRITES as CHECKPOINT_EVERY
 from hermes_store.repo import bigrams
-
-CHECKPOINT_EVERY = 50  # db.engine.CHECKPOINT_EVERY_N_WRITES
 
 # The library names every column it may fill; the floor binds the same list (unset ones NULL).
 SQLITE_INSERT = (

@@ -35,7 +35,6 @@ import pytest
 from hermes_store import SessionDB
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
-from hermes_store.repo import bigrams
 
 from . import corpus as corpus_mod
 from . import floors
@@ -48,10 +47,6 @@ _counter = itertools.count()
 
 V11_INSERT = ("INSERT INTO messages (session_id, role, content, tool_name, tool_calls, timestamp) "
               "VALUES (?, ?, ?, ?, ?, ?)")
-# The floor's statements (benchmarks/floors.py), shared with the writers benchmark.
-INSERT, BUMP = floors.SQLITE_INSERT, floors.SQLITE_BUMP
-UNSIDE, SCOPE_ROW, SIDE, CLEAR, DRAIN = (floors.UNSIDE, floors.SCOPE_ROW, floors.SIDE,
-                                         floors.CLEAR, floors.DRAIN)
 
 
 @pytest.fixture(scope="module")
@@ -62,10 +57,6 @@ def messages() -> tuple[list[corpus_mod.Session], list[corpus_mod.Row]]:
         sessions.append(session)
         rows.extend(chunk)
     return sessions, rows
-
-
-def _calls(row: corpus_mod.Row) -> int:
-    return 0 if row.role == "tool" or row.tool_calls is None else 1
 
 
 @pytest.fixture
@@ -110,27 +101,18 @@ def _inline_appends(con: sqlite3.Connection, rows: list[corpus_mod.Row]) -> None
         con.execute("BEGIN IMMEDIATE")
         con.execute(V11_INSERT, (r.session_id, r.role, r.content, r.tool_name, r.tool_calls,
                                  r.timestamp))
-        con.execute(BUMP, (_calls(r), r.session_id))
+        con.execute(floors.SQLITE_BUMP,
+                    (floors.tool_calls_of(r.role, r.tool_calls), r.session_id))
         con.execute("COMMIT")
         _checkpoint(con, n)
     con.close()
 
 
 def _floor_appends(con: sqlite3.Connection, rows: list[corpus_mod.Row]) -> None:
+    # The writers benchmark's floor append (benchmarks/floors.py), checkpoint cadence included.
     for n, r in enumerate(rows, 1):
-        con.execute("BEGIN IMMEDIATE")
-        new_id = con.execute(INSERT, (r.session_id, r.role, r.content, r.tool_name,
-                                      r.tool_calls, r.timestamp)).lastrowid
-        con.execute(BUMP, (_calls(r), r.session_id))
-        con.execute(UNSIDE, (new_id,))
-        found = con.execute(SCOPE_ROW, (new_id,)).fetchone()
-        side = bigrams.side_row(*found) if found else None
-        if side:
-            con.execute(SIDE, (new_id, *side))
-        con.execute(CLEAR, (new_id,))
-        con.execute(DRAIN).fetchall()
-        con.execute("COMMIT")
-        _checkpoint(con, n)
+        floors.sqlite_append(con, n, r.session_id, r.role, r.content, r.tool_name, r.tool_calls,
+                             r.timestamp)
     con.close()
 
 
