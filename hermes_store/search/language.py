@@ -422,19 +422,22 @@ def render_match(tree: Node, index: Index | str) -> str:
     return _render(tree, leaf, " AND ", " OR ", "{} NOT {}")
 
 
-def render_like(tree: Node, columns: Sequence[str]) -> tuple[str, list[str]]:
-    """A boolean SQL expression over fixed column expressions; user text only in parameters."""
+def render_like(tree: Node, columns: Sequence[str], *, compare: str = "LIKE ?",
+                false: str = "0") -> tuple[str, list[str]]:
+    """A boolean SQL expression over fixed column expressions; user text only in parameters.
+    ``compare`` is the operator and placeholder (PostgreSQL: ``ILIKE %s``), ``false`` the
+    dialect's false literal."""
     if not columns:
         raise ValueError("render_like needs at least one column expression")
     params: list[str] = []
-    term_sql = "(" + " OR ".join(f"{col} LIKE ? ESCAPE '\\'" for col in columns) + ")"
+    term_sql = "(" + " OR ".join(f"{col} {compare} ESCAPE '\\'" for col in columns) + ")"
 
     def leaf(term: Term) -> str:
         params.extend([term.like_pattern()] * len(columns))
         return term_sql
 
     # NULL columns make LIKE NULL; coalesce so "NOT NULL" does not drop rows that lack the term.
-    sql = _render(tree, leaf, " AND ", " OR ", "{} AND NOT coalesce({}, 0)")
+    sql = _render(tree, leaf, " AND ", " OR ", "{} AND NOT coalesce({}, %s)" % false)
     # Parenthesized as a whole, so a caller can AND it with its filters without precedence traps.
     return (sql if isinstance(tree, Term) else f"({sql})"), params
 

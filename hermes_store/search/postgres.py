@@ -39,6 +39,7 @@ from hermes_store.db.catalog import SearchLayout
 from hermes_store.db.derived import (PG_ASCII_SPACE_CLASS, PG_SCOPE_TEXT, PG_SEARCH_CONFIG,
                                      PG_SEPARATOR_CLASS)
 from hermes_store.repo import bigrams
+from hermes_store.search import language
 from hermes_store.search.language import And, Node, Not, Term
 from hermes_store.search.sqlite import CONTEXT_CHARS, PAGE_COLUMNS, Filters, Sql
 
@@ -236,17 +237,8 @@ def bigram_query(tree: Node) -> str:
 
 
 def like_condition(tree: Node, columns: Sequence[str]) -> tuple[str, list[str]]:
-    params: list[str] = []
-    term_sql = "(" + " OR ".join(f"{col} ILIKE %s ESCAPE '\\'" for col in columns) + ")"
-
-    def leaf(term: Term) -> str:
-        params.extend([term.like_pattern()] * len(columns))
-        return term_sql
-
-    # NULL columns make ILIKE NULL; "NOT NULL" must not drop rows that lack the term.
-    sql = _render(tree, leaf, " AND ", " OR ", "{} AND NOT COALESCE({}, false)")
     # Bare, not "IS TRUE" (SQLite's re-prepare guard): a wrapped ILIKE cannot use pg_trgm.
-    return f"({sql})", params
+    return language.render_like(tree, columns, compare="ILIKE %s", false="false")
 
 
 def _like_part(template: str, tree: Node, columns: Sequence[str], leading: Sequence[Any] = (),
