@@ -208,41 +208,41 @@ def _at_head(conn: Connection) -> bool:
         return migrate.status_of(conn).at_head
 
 
+def _probe_head_objects(conn: Connection, name: str, find: Callable[[Connection], list[str]],
+                        *, found: str, ok: str, behind: str) -> Probe:
+    """A probe of a store at head: ``find`` lists what is wrong with its layout (a store behind
+    head passes, with ``behind`` saying why)."""
+    try:
+        if not _at_head(conn):
+            return Probe(name, True, behind)
+        with conn.begin():
+            wrong = find(conn)
+    except exc.DBAPIError as err:
+        return Probe(name, False, f"cannot read the schema: {_message(err)}",
+                     "hermes-store recover --inspect-only")
+    if wrong:
+        return Probe(name, False, found + ", ".join(wrong), "hermes-store repair")
+    return Probe(name, True, ok)
+
+
 def _probe_layout(conn: Connection) -> Probe:
     """Views, indexes and triggers of the head layout that are gone altogether.
 
     Dropped together with its triggers, an index leaves nothing behind that a write or an
     integrity-check would trip over: search stays complete through its fallbacks, slowly.
     """
-    try:
-        if not _at_head(conn):
-            return Probe("derived_layout", True, "not at head: hermes-store upgrade builds it")
-        with conn.begin():
-            missing = layout.missing_objects(conn)
-    except exc.DBAPIError as err:
-        return Probe("derived_layout", False, f"cannot read the schema: {_message(err)}",
-                     "hermes-store recover --inspect-only")
-    if missing:
-        return Probe("derived_layout", False, "missing: " + ", ".join(missing),
-                     "hermes-store repair")
-    return Probe("derived_layout", True, "every view, index and trigger of the head layout")
+    return _probe_head_objects(conn, "derived_layout", layout.missing_objects,
+                               found="missing: ",
+                               ok="every view, index and trigger of the head layout",
+                               behind="not at head: hermes-store upgrade builds it")
 
 
 def _probe_foreign(conn: Connection) -> Probe:
     """Triggers of another program writing to our indexes (an agent of another release adds
     its own beside ours): every write then indexes a row twice (docs/mixed-fleets.md)."""
-    try:
-        if not _at_head(conn):
-            return Probe("foreign_triggers", True, "not at head: hermes-store upgrade")
-        with conn.begin():
-            foreign = layout.foreign_index_triggers(conn)
-    except exc.DBAPIError as err:
-        return Probe("foreign_triggers", False, f"cannot read the schema: {_message(err)}",
-                     "hermes-store recover --inspect-only")
-    if foreign:
-        return Probe("foreign_triggers", False, "second writers to the search indexes: "
-                     + ", ".join(foreign), "hermes-store repair")
-    return Probe("foreign_triggers", True, "none")
+    return _probe_head_objects(conn, "foreign_triggers", layout.foreign_index_triggers,
+                               found="second writers to the search indexes: ", ok="none",
+                               behind="not at head: hermes-store upgrade")
 
 
 def probe_store(path: str | Path, *, full: bool = False) -> list[Probe]:
