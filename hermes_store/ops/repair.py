@@ -26,7 +26,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, exc
 
-from hermes_store.db import catalog, migrate
+from hermes_store.db import catalog, migrate, names
 from hermes_store.db import derived as layout
 from hermes_store.db.catalog import SchemaObject
 from hermes_store.db.engine import is_lock_error, open_engine, run_write
@@ -361,7 +361,7 @@ def _rebuild_fts(conn: Connection) -> list[str]:
     return done
 
 
-_PEND_ALL_CJK = ("INSERT OR IGNORE INTO messages_cjk_pending (id) "
+_PEND_ALL_CJK = (f"INSERT OR IGNORE INTO {names.CJK_PENDING} (id) "
                  "SELECT id FROM messages WHERE role IS NOT 'tool'")
 
 
@@ -375,7 +375,7 @@ def _recreate_layout(conn: Connection) -> list[str]:
     if not migrate.status_of(conn).at_head:
         return []
     created = layout.recreate_missing(conn)
-    if {"messages_cjk", "messages_cjk_pending"} & set(created):
+    if {names.CJK_SIDE, names.CJK_PENDING} & set(created):
         conn.exec_driver_sql(_PEND_ALL_CJK)
     return [f"recreated {name} (head layout)" for name in created]
 

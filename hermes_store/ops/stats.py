@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection, exc, func, select, text
 
-from hermes_store.db import catalog
+from hermes_store.db import catalog, names
 from hermes_store.db import derived as layout
 from hermes_store.db.migrate import status_of
 from hermes_store.db.models import ChatSession
@@ -207,9 +207,10 @@ def _layout_state(conn: Connection, markers: dict[str, str], fts: list[str]) -> 
     stamp = next((v for k, v in sorted(markers.items()) if "layout" in k), None)
     if stamp:
         return stamp
+    # An adopted file not upgraded yet has only the agent's index, under its name.
     word_sql = catalog.table_sql(conn, "messages_fts")
     compact_sql = "".join((word_sql or "").split()).lower()
-    if word_sql is not None and "messages_fts_src" not in compact_sql:
+    if word_sql is not None and catalog.table_sql(conn, names.WORD_INDEX) is None:
         return "legacy (inline)" if "content=" not in compact_sql else "legacy (external content)"
     missing = layout.missing_objects(conn)
     if len(missing) == len(layout.expected_objects()):
@@ -224,11 +225,13 @@ def _layout_state(conn: Connection, markers: dict[str, str], fts: list[str]) -> 
 def layout_info(conn: Connection) -> dict[str, Any]:
     """The derived-index layout as recorded in ``state_meta``; any keys may be absent."""
     markers = state_markers(conn)
-    relevant = {k: v for k, v in markers.items() if "fts" in k or "layout" in k}
+    relevant = {k: v for k, v in markers.items()
+                if "fts" in k or "layout" in k or names.is_ours(k)}
     present = catalog.fts5_tables(conn)
     info: dict[str, Any] = {"version": _layout_state(conn, relevant, present), "markers": relevant,
                             "fts_tables": present, "backfill": None}
-    high, progress = relevant.get("fts_rebuild_high_water"), relevant.get("fts_rebuild_progress")
+    high, progress = (relevant.get(names.BACKFILL_HIGH_WATER),
+                      relevant.get(names.BACKFILL_PROGRESS))
     if high is not None:
         try:
             high_i, prog_i = int(high), int(progress or 0)
