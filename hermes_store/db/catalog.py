@@ -30,6 +30,10 @@ from hermes_store.db import names
 FTS_INDEXES = names.FTS_INDEXES
 RETIRED_FTS_INDEXES = names.RETIRED_FTS_INDEXES
 FTS_TABLES = FTS_INDEXES + RETIRED_FTS_INDEXES
+# The names our indexes had before revision 0022 (they are the agent's): a file upgraded from
+# then may hold their orphaned shadow tables, which block a CREATE of the same name.
+FORMER_FTS_TABLES = ("messages_fts", "messages_fts_trigram", "messages_fts_cjk",
+                     "messages_fts_old", "messages_fts_trigram_old", "messages_fts_cjk_old")
 FTS_SHADOW_SUFFIXES = ("_data", "_idx", "_content", "_docsize", "_config")
 # The CJK side table: the bigram index is in use once it exists.
 CJK_SIDE_TABLE = names.CJK_SIDE
@@ -392,7 +396,7 @@ def orphan_fts_shadows(table_names: Iterable[str]) -> list[str]:
     TABLE`` of that index then fails with "already exists".
     """
     present = set(table_names)
-    return [shadow for base in FTS_TABLES if base not in present
+    return [shadow for base in FTS_TABLES + FORMER_FTS_TABLES if base not in present
             for shadow in shadow_tables(base) if shadow in present]
 
 
@@ -401,7 +405,8 @@ def fts_owned(definitions: dict[str, str]) -> set[str]:
     fresh store derives or recreates rather than holding as data."""
     virtual = {n for n, sql in definitions.items()
                if sql.lstrip().upper().startswith("CREATE VIRTUAL")}
-    shadows = {s for base in virtual | set(FTS_TABLES) for s in shadow_tables(base)}
+    shadows = {s for base in virtual | set(FTS_TABLES + FORMER_FTS_TABLES)
+               for s in shadow_tables(base)}
     return virtual | (shadows & set(definitions))
 
 
