@@ -810,9 +810,9 @@ def pg_query_db(pg_server) -> Iterator[object]:
     conn.execute("CREATE TABLE m (id int PRIMARY KEY, content text, tool_name text, w tsvector)")
     for mask in range(1 << len(VOCAB)):
         words = [w for i, w in enumerate(VOCAB) if mask >> i & 1]
-        conn.execute("INSERT INTO m VALUES (%s, %s, %s, to_tsvector('hermes_search', "
-                     "hermes_word_text(COALESCE(%s, ''))) || to_tsvector('hermes_search', "
-                     "hermes_word_text(COALESCE(%s, ''))))",
+        conn.execute("INSERT INTO m VALUES (%s, %s, %s, to_tsvector('hs_search', "
+                     "hs_word_text(COALESCE(%s, ''))) || to_tsvector('hs_search', "
+                     "hs_word_text(COALESCE(%s, ''))))",
                      (mask + 1, " ".join(words[::2]) or None, " ".join(words[1::2]) or None,
                       " ".join(words[::2]) or None, " ".join(words[1::2]) or None))
     yield conn
@@ -852,10 +852,10 @@ def test_tree_tsquery_agrees_with_like_on_postgresql(pg_query_db: object, query:
     if tree is None:
         return
     conn = pg_query_db
-    whole = _pg_ids(conn, "SELECT id FROM m WHERE w @@ to_tsquery('hermes_search', %s)",
+    whole = _pg_ids(conn, "SELECT id FROM m WHERE w @@ to_tsquery('hs_search', %s)",
                     (word_query(tree),))
     per_term = evaluate_tree(tree, lambda t: _pg_ids(
-        conn, "SELECT id FROM m WHERE w @@ to_tsquery('hermes_search', %s)", (word_query(t),)))
+        conn, "SELECT id FROM m WHERE w @@ to_tsquery('hs_search', %s)", (word_query(t),)))
     where, params = like_condition(tree, ["content", "tool_name"])
     like = _pg_ids(conn, "SELECT id FROM m WHERE " + where, params)
     assert whole == per_term == like
@@ -870,7 +870,7 @@ def test_rendered_trees_are_valid_tsqueries_on_postgresql(pg_query_db: object, r
     if tree is None:
         return
     conn: Any = pg_query_db
-    conn.execute("SELECT count(*) FROM m WHERE w @@ to_tsquery('hermes_search', %s)",
+    conn.execute("SELECT count(*) FROM m WHERE w @@ to_tsquery('hs_search', %s)",
                  (word_query(tree),)).fetchone()
     conn.execute("SELECT count(*) FROM big WHERE v @@ %s::tsquery",
                  (bigram_query(tree),)).fetchone()

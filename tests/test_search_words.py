@@ -180,7 +180,7 @@ def test_the_word_text_function_replaces_the_table_alone(pg_store: str) -> None:
     """PostgreSQL reads the escaped class as Python does, at every code point."""
     changed = run_write(open_engine(pg_store), lambda c: c.execute(text(
         "SELECT array_agg(i), array_agg(DISTINCT w) FROM ("
-        "  SELECT i, hermes_word_text('a' || chr(i) || 'b') AS w"
+        "  SELECT i, hs_word_text('a' || chr(i) || 'b') AS w"
         "  FROM generate_series(1, 1114111) AS i WHERE i NOT BETWEEN 55296 AND 57343) AS t "
         "WHERE w <> 'a' || chr(i) || 'b'")).one())
     assert set(changed[0]) == _replaced()
@@ -218,8 +218,8 @@ def _messages(location: str) -> list[tuple]:
 def _word_column_finds(location: str, word: str) -> bool:
     with reading(open_engine(location)) as conn:
         return bool(conn.execute(text(
-            "SELECT count(*) FROM messages WHERE search_words @@ "
-            "to_tsquery('hermes_search', :w)"), {"w": word}).scalar_one())
+            "SELECT count(*) FROM messages WHERE hs_search_words @@ "
+            "to_tsquery('hs_search', :w)"), {"w": word}).scalar_one())
 
 
 def test_a_store_written_at_0019_finds_the_words_after_the_upgrade(pg_empty_store: str) -> None:

@@ -410,6 +410,39 @@ def fts_owned(definitions: dict[str, str]) -> set[str]:
     return virtual | (shadows & set(definitions))
 
 
+# --------------------------------------------------------------------------- SQLite: the agent's CJK
+
+
+def agent_cjk_objects(conn: Reader) -> list[SchemaObject]:
+    """The agent's own CJK search objects present in the store (its triggers first, then its
+    view and index): created by the agent only where its native tokenizer loads."""
+    found = {(o.type, o.name): o for o in objects(conn)}
+    wanted = [("trigger", t) for t in AGENT_CJK_TRIGGERS] + [("view", AGENT_CJK_VIEW)]
+    index = found.get(("table", AGENT_CJK_INDEX))
+    present = [found[w] for w in wanted if w in found]
+    if index is not None and is_agent_cjk_index(index.sql):
+        present.append(index)
+    return present
+
+
+def is_agent_cjk_index(sql: str) -> bool:
+    """Whether ``messages_fts_cjk``'s statement is the agent's index (its tokenizer, or its
+    content view), not the bigram index ours had under that name before revision 0022."""
+    return AGENT_CJK_TOKENIZER in sql or f"'{AGENT_CJK_VIEW}'" in sql
+
+
+def forget_fts5_table(conn: Connection, name: str) -> None:
+    """Drop the FTS5 table ``name`` whose tokenizer this connection cannot load (``DROP TABLE``
+    must connect to it): its catalog row goes, then its shadow tables (inside the caller's
+    transaction)."""
+    conn.exec_driver_sql("PRAGMA writable_schema = ON")
+    conn.exec_driver_sql("DELETE FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+    # RESET also reloads the schema: this connection forgets the table at once.
+    conn.exec_driver_sql("PRAGMA writable_schema = RESET")
+    for shadow in shadow_tables(name):
+        conn.exec_driver_sql(f'DROP TABLE IF EXISTS "{shadow}"')
+
+
 # --------------------------------------------------------------------------- SQLite: damaged files
 
 _DUPLICATES = ("SELECT type, name, COUNT(*) FROM sqlite_master GROUP BY type, name "

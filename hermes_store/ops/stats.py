@@ -470,9 +470,16 @@ def diagnose(conn: Connection, path: Path, *, full: bool = False,
     for table in catalog.fts5_tables(conn):
         findings.append(_fts_structure(conn, table))
     if st.at_head:
+        # Missing or foreign triggers mean search silently misses or doubles rows: not a warning.
+        missing = layout.missing_objects(conn)
+        findings.append(Finding(
+            "search_layout", "damage" if missing else "ok",
+            ("missing, so rows written meanwhile are not searchable until repair restores them: "
+             + ", ".join(missing)) if missing else "every view, index and trigger of ours",
+            "hermes-store repair" if missing else None))
         foreign = layout.foreign_index_triggers(conn)
         findings.append(Finding(
-            "foreign_triggers", "warn" if foreign else "ok",
+            "foreign_triggers", "damage" if foreign else "ok",
             ("second writers to the search indexes (another program's triggers): "
              + ", ".join(foreign)) if foreign else "none",
             "hermes-store repair" if foreign else None))
