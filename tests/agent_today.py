@@ -74,29 +74,36 @@ CREATE TABLE IF NOT EXISTS messages (
 );
 CREATE TABLE IF NOT EXISTS system_prompts (hash TEXT PRIMARY KEY, prompt TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS session_model_usage (
-    session_id TEXT NOT NULL, model TEXT NOT NULL, billing_provider TEXT NOT NULL DEFAULT '',
-    billing_base_url TEXT NOT NULL DEFAULT '', billing_mode TEXT NOT NULL DEFAULT '',
-    task TEXT NOT NULL DEFAULT '', input_tokens INTEGER DEFAULT 0, output_tokens INTEGER DEFAULT 0,
-    estimated_cost_usd REAL, updated_at REAL,
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE, model TEXT NOT NULL,
+    billing_provider TEXT NOT NULL DEFAULT '', billing_base_url TEXT NOT NULL DEFAULT '',
+    billing_mode TEXT NOT NULL DEFAULT '', task TEXT NOT NULL DEFAULT '',
+    api_call_count INTEGER NOT NULL DEFAULT 0, input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0, cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+    cache_write_tokens INTEGER NOT NULL DEFAULT 0, reasoning_tokens INTEGER NOT NULL DEFAULT 0,
+    estimated_cost_usd REAL NOT NULL DEFAULT 0, actual_cost_usd REAL NOT NULL DEFAULT 0,
+    cost_status TEXT, cost_source TEXT, first_seen REAL, last_seen REAL,
     PRIMARY KEY (session_id, model, billing_provider, billing_base_url, billing_mode, task)
 );
 CREATE TABLE IF NOT EXISTS gateway_routing (
-    scope TEXT NOT NULL, session_key TEXT NOT NULL, entry_json TEXT, updated_at REAL,
-    PRIMARY KEY (scope, session_key)
+    scope TEXT NOT NULL DEFAULT '', session_key TEXT NOT NULL, entry_json TEXT NOT NULL,
+    updated_at REAL NOT NULL, PRIMARY KEY (scope, session_key)
 );
 CREATE TABLE IF NOT EXISTS gateway_hygiene_state (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS gateway_heartbeats (gateway TEXT PRIMARY KEY, beat_at REAL);
 CREATE TABLE IF NOT EXISTS conversation_generations (session_id TEXT PRIMARY KEY,
                                                      generation INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS compression_locks (session_id TEXT PRIMARY KEY, holder TEXT,
-                                              acquired_at REAL, expires_at REAL);
+CREATE TABLE IF NOT EXISTS compression_locks (session_id TEXT PRIMARY KEY, holder TEXT NOT NULL,
+                                              acquired_at REAL NOT NULL, expires_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS session_turn_leases (session_id TEXT PRIMARY KEY, holder TEXT,
                                                 expires_at REAL);
 CREATE TABLE IF NOT EXISTS async_delegations (
-    id TEXT PRIMARY KEY, parent_session_id TEXT, child_session_id TEXT, status TEXT,
-    task TEXT, result TEXT, error TEXT, created_at REAL, updated_at REAL, delivered_at REAL,
-    delivery_attempts INTEGER DEFAULT 0, platform TEXT, chat_id TEXT, thread_id TEXT,
-    origin_json TEXT, model TEXT, tool_call_id TEXT, expires_at REAL, metadata TEXT
+    delegation_id TEXT PRIMARY KEY, origin_session TEXT NOT NULL,
+    origin_ui_session_id TEXT NOT NULL DEFAULT '', parent_session_id TEXT, state TEXT NOT NULL,
+    dispatched_at REAL NOT NULL, completed_at REAL, updated_at REAL NOT NULL, event_json TEXT,
+    result_json TEXT, delivery_state TEXT NOT NULL DEFAULT 'pending',
+    delivery_attempts INTEGER NOT NULL DEFAULT 0, delivered_at REAL, owner_pid INTEGER,
+    owner_started_at INTEGER, task_json TEXT, delivery_claim TEXT, delivery_claimed_at REAL,
+    delivery_error TEXT
 );
 CREATE INDEX IF NOT EXISTS idx_sessions_source ON sessions(source);
 CREATE INDEX IF NOT EXISTS idx_sessions_parent ON sessions(parent_session_id);
