@@ -40,7 +40,7 @@ CJK_SIDE_TABLE = names.CJK_SIDE
 # The view over the two ``state_meta`` markers of an unfinished backfill (revisions 0013/0014).
 BACKFILL_WINDOW_VIEW = names.BACKFILL_WINDOW
 
-# The agent's own search objects (docs/mixed-fleets.md#the-agents-names): it creates them by
+# The agent's own search objects (docs/mixed-fleets.md#names-of-our-own): it creates them by
 # these names on every open, and the CJK ones only where its native tokenizer loads. None is ours.
 AGENT_WORD_OBJECTS = ("messages_fts", "messages_fts_src", "messages_fts_insert",
                       "messages_fts_delete", "messages_fts_update")
