@@ -405,26 +405,23 @@ REBUILD = [
     (N.CJK_INDEX, f"INSERT INTO {N.CJK_INDEX} ({N.CJK_INDEX}) VALUES ('rebuild')"),
 ]
 
-# PostgreSQL: (kind, old, new, statement); each runs only while the old name is there.
+# PostgreSQL: (kind, former name, new name, statement renaming {a} to {b}); each runs only while
+# the name it renames is there.
 PG_RENAMES = [
-    ("config", "hermes_search", "ALTER TEXT SEARCH CONFIGURATION hermes_search RENAME TO hs_search"),
-    ("function", "hermes_search_text",
-     "ALTER FUNCTION hermes_search_text(text) RENAME TO hs_search_text"),
-    ("function", "hermes_word_text", "ALTER FUNCTION hermes_word_text(text) RENAME TO hs_word_text"),
-    ("column", "search_words", "ALTER TABLE messages RENAME COLUMN search_words TO hs_search_words"),
-    ("column", "search_cjk", "ALTER TABLE messages RENAME COLUMN search_cjk TO hs_search_cjk"),
-    ("relation", "idx_messages_search_words",
-     "ALTER INDEX idx_messages_search_words RENAME TO hs_idx_messages_words"),
-    ("relation", "idx_messages_search_trgm",
-     "ALTER INDEX idx_messages_search_trgm RENAME TO hs_idx_messages_trgm"),
-    ("relation", "idx_messages_search_cjk",
-     "ALTER INDEX idx_messages_search_cjk RENAME TO hs_idx_messages_cjk"),
-    ("relation", "idx_messages_search_pending",
-     "ALTER INDEX idx_messages_search_pending RENAME TO hs_idx_messages_cjk_pending"),
-    ("relation", "idx_messages_search_time",
-     "ALTER INDEX idx_messages_search_time RENAME TO hs_idx_messages_time"),
-    ("statistics", "messages_search_cjk_length",
-     "ALTER STATISTICS messages_search_cjk_length RENAME TO hs_cjk_length"),
+    ("config", "hermes_search", "hs_search", "ALTER TEXT SEARCH CONFIGURATION {a} RENAME TO {b}"),
+    ("function", "hermes_search_text", "hs_search_text", "ALTER FUNCTION {a}(text) RENAME TO {b}"),
+    ("function", "hermes_word_text", "hs_word_text", "ALTER FUNCTION {a}(text) RENAME TO {b}"),
+    ("column", "search_words", "hs_search_words", "ALTER TABLE messages RENAME COLUMN {a} TO {b}"),
+    ("column", "search_cjk", "hs_search_cjk", "ALTER TABLE messages RENAME COLUMN {a} TO {b}"),
+    ("relation", "idx_messages_search_words", "hs_idx_messages_words",
+     "ALTER INDEX {a} RENAME TO {b}"),
+    ("relation", "idx_messages_search_trgm", "hs_idx_messages_trgm", "ALTER INDEX {a} RENAME TO {b}"),
+    ("relation", "idx_messages_search_cjk", "hs_idx_messages_cjk", "ALTER INDEX {a} RENAME TO {b}"),
+    ("relation", "idx_messages_search_pending", "hs_idx_messages_cjk_pending",
+     "ALTER INDEX {a} RENAME TO {b}"),
+    ("relation", "idx_messages_search_time", "hs_idx_messages_time", "ALTER INDEX {a} RENAME TO {b}"),
+    ("statistics", "messages_search_cjk_length", "hs_cjk_length",
+     "ALTER STATISTICS {a} RENAME TO {b}"),
 ]
 PG_EXISTS = {
     "config": "SELECT 1 FROM pg_ts_config WHERE cfgname = %s",
@@ -494,9 +491,9 @@ def _upgrade_sqlite() -> None:
 
 def _upgrade_postgresql() -> None:
     bind = op.get_bind()
-    for kind, old, stmt in PG_RENAMES:
+    for kind, old, new, stmt in PG_RENAMES:
         if bind.exec_driver_sql(PG_EXISTS[kind], (old,)).first() is not None:
-            op.execute(stmt)
+            op.execute(stmt.format(a=old, b=new))
 
 
 def upgrade() -> None:
@@ -508,5 +505,12 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    raise NotImplementedError("the names of our own are what the agent needs; restore a backup "
-                              "to go below them")
+    """PostgreSQL: the former names back (catalog edits). SQLite: refused, since below this
+    revision the agent's reopen breaks every write (restore a backup instead)."""
+    bind = op.get_bind()
+    if bind.dialect.name != "postgresql":
+        raise NotImplementedError("below this revision our objects carry the agent's names; "
+                                  "restore a backup to go back")
+    for kind, old, new, stmt in reversed(PG_RENAMES):
+        if bind.exec_driver_sql(PG_EXISTS[kind], (new,)).first() is not None:
+            op.execute(stmt.format(a=new, b=old))
