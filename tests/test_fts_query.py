@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import sqlite3
 import string
 import time
@@ -888,8 +889,9 @@ def _revision(filename: str) -> Any:
 
 
 def test_postgresql_search_ddl_is_the_revisions() -> None:
-    """db/derived.py's live copy says exactly what revisions 0018 and 0020 run: 0018's layout,
-    its word column replaced by 0020's, which reads the text through 0020's function."""
+    """db/derived.py's live copy says exactly what revisions 0018, 0020 and 0022 make: 0018's
+    layout, its word column replaced by 0020's, which reads the text through 0020's function,
+    every name as 0022 renamed it."""
     from hermes_store.db.derived import PG_SEPARATOR_CLASS, PG_STATEMENTS, PG_WORD_SEPARATORS
 
     first, words = _revision("0018_pg_search_indexes.py"), _revision(
@@ -898,6 +900,9 @@ def test_postgresql_search_ddl_is_the_revisions() -> None:
     column = head.index(words.OLD_WORD_COLUMN)
     head[column:column + 1] = [words.WORD_TEXT_FUNCTION, words.WORD_COLUMN]
     assert words.WORD_INDEX in head
+    # Revision 0022 gave every object its name of our own.
+    for _, old, new, _ in _revision("0022_derived_names_of_our_own.py").PG_RENAMES:
+        head = [re.sub(rf"(?<![A-Za-z0-9_]){old}(?![A-Za-z0-9_])", new, sql) for sql in head]
     assert head == [sql for _, sql in PG_STATEMENTS]
     assert words.SEPARATORS == PG_WORD_SEPARATORS
     assert words._separator_class(words.SEPARATORS) == PG_SEPARATOR_CLASS

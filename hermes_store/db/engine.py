@@ -21,8 +21,7 @@ the tests all get the same behaviour:
   ``DELETE`` journaling only where the filesystem refuses WAL's locks (the agent also calls
   :func:`apply_wal_with_fallback` on its other databases);
 * new database files (and their ``-wal``/``-shm``) and the writer lock file are 0600;
-* every connection loads the agent's CJK tokenizer where it is installed and sqlite3 can load
-  extensions: the agent's CJK triggers make a write fail on any connection without it;
+* each connection loads the agent's CJK tokenizer where it is installed and loadable;
 * opening an existing store writes nothing: the pragmas used are per-connection, and the journal
   mode is only changed when it is not WAL already.
 """
@@ -52,7 +51,8 @@ from hermes_store.db.sqlite_driver import (  # noqa: F401 - re-exported from the
     _decode_text,
     is_full_error,
     is_lock_error,
-    is_malformed_db_error, load_agent_tokenizer,
+    is_malformed_db_error,
+    load_agent_tokenizer,
     unwrap,
 )
 from hermes_store.errors import (
@@ -262,8 +262,8 @@ def _install_transaction_control(engine: Engine) -> None:
 
 
 def _make_engine(path: str, readonly: bool, location: StoreLocation) -> Engine:
-    # A small pool: reusing connections keeps the WAL open between writes (closing the last
-    # connection checkpoints and deletes it, which is slow and races other processes' sidecars).
+    # A small pool keeps the WAL open between writes (closing the last connection checkpoints and
+    # deletes it, which is slow and races other processes' sidecars).
     identity = _identity(path)
     engine = create_engine(
         f"sqlite+pysqlite:///{path}",

@@ -397,11 +397,12 @@ FILL_PART_TEXT = (f"INSERT OR REPLACE INTO {N.PART_TEXT} (id, text) "
 OUTSIDE = _OUTSIDE_WINDOW.format(id="id")
 REBUILD = [
     (N.WORD_INDEX, f"INSERT INTO {N.WORD_INDEX} ({N.WORD_INDEX}) VALUES ('delete-all')"),
-    (N.WORD_INDEX, f"INSERT INTO {N.WORD_INDEX} (rowid, content, tool_name, tool_calls) "
-                   f"SELECT id, content, tool_name, tool_calls FROM {N.WORD_SOURCE} WHERE {OUTSIDE}"),
+    (N.WORD_INDEX, (f"INSERT INTO {N.WORD_INDEX} (rowid, content, tool_name, tool_calls) "
+                    f"SELECT id, content, tool_name, tool_calls FROM {N.WORD_SOURCE} "
+                    f"WHERE {OUTSIDE}")),
     (N.TRIGRAM_INDEX, f"INSERT INTO {N.TRIGRAM_INDEX} ({N.TRIGRAM_INDEX}) VALUES ('delete-all')"),
-    (N.TRIGRAM_INDEX, f"INSERT INTO {N.TRIGRAM_INDEX} (rowid, content, tool_name) "
-                      f"SELECT id, content, tool_name FROM {N.TRIGRAM_SOURCE} WHERE {OUTSIDE}"),
+    (N.TRIGRAM_INDEX, (f"INSERT INTO {N.TRIGRAM_INDEX} (rowid, content, tool_name) "
+                       f"SELECT id, content, tool_name FROM {N.TRIGRAM_SOURCE} WHERE {OUTSIDE}")),
     (N.CJK_INDEX, f"INSERT INTO {N.CJK_INDEX} ({N.CJK_INDEX}) VALUES ('rebuild')"),
 ]
 
