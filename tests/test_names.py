@@ -57,3 +57,74 @@ def test_a_fresh_store_derives_nothing_under_an_agent_name(head_db: Path) -> Non
     ours = {n for n in present if names.is_ours(n)}
     assert ours and not (present - ours) & {n for n in agent_names() if "fts" in n}
     assert not keys & agent_names()
+
+
+# --------------------------------------------------------------------------- revision 0022
+
+PARTS = '\x00json:[{"type": "text", "text": "partword 漢字"}, {"type": "image_url"}]'
+
+
+def _store_at_0021(path: Path, rows: int) -> None:
+    from hermes_store.db import migrate
+
+    migrate.upgrade(path, "0021_pg_load_tuning")
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("INSERT INTO sessions (id, source, started_at) VALUES ('s', 'cli', 1)")
+    con.executemany("INSERT INTO messages (session_id, role, content, timestamp) "
+                    "VALUES ('s', 'user', ?, ?)",
+                    [(f"rowword {n} 通信" if n % 2 else PARTS, float(n)) for n in range(rows)])
+    con.close()
+
+
+def _search(path: Path, term: str) -> int:
+    from hermes_store import SessionDB
+
+    with SessionDB(path) as db:
+        return len(db.search_messages(term, limit=100_000))
+
+
+def _names_of(path: Path) -> set[str]:
+    con = sqlite3.connect(path)
+    try:
+        return {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+    finally:
+        con.close()
+
+
+def test_a_small_store_moves_to_our_names_and_keeps_its_bigram_rows(store_path: Path) -> None:
+    from hermes_store.db import engine, migrate
+    from hermes_store.ops import storage
+    from hermes_store.repo import bigrams
+
+    _store_at_0021(store_path, 40)
+    engine.run_write(engine.open_engine(store_path), lambda c: bigrams.catch_up(c, 1000))
+    con = sqlite3.connect(store_path)
+    side = con.execute("SELECT id, text, calls FROM messages_cjk ORDER BY id").fetchall()
+    con.close()
+    engine.dispose_all()
+    assert migrate.upgrade(store_path).at_head
+    present = _names_of(store_path)
+    assert not {n for n in present if n.startswith(("messages_fts", "messages_cjk"))}
+    con = sqlite3.connect(store_path)
+    assert con.execute("SELECT id, text, calls FROM hs_cjk ORDER BY id").fetchall() == side
+    con.close()
+    with engine.reading(engine.open_engine(store_path)) as conn:
+        assert storage.integrity_problems(conn) == {}
+    assert _search(store_path, "rowword") == 20 and _search(store_path, "partword") == 20
+    assert _search(store_path, "漢字") == 20 and _search(store_path, "通信") == 20
+
+
+def test_a_large_store_moves_through_the_resumable_backfill_window(store_path: Path) -> None:
+    from hermes_store.db import engine, migrate
+    from hermes_store.ops import storage
+
+    _store_at_0021(store_path, 5002)
+    assert migrate.upgrade(store_path).at_head
+    with engine.reading(engine.open_engine(store_path)) as conn:
+        assert storage.backfill_window(conn) == (0, 5002)
+    assert _search(store_path, "rowword") == 2501 and _search(store_path, "partword") == 2501
+    storage.optimize_storage(store_path, vacuum=False)
+    with engine.reading(engine.open_engine(store_path)) as conn:
+        assert storage.backfill_window(conn) is None
+        assert storage.integrity_problems(conn) == {}
+    assert _search(store_path, "rowword") == 2501 and _search(store_path, "partword") == 2501

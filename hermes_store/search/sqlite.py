@@ -61,8 +61,9 @@ CROSS JOIN hs_search_scope AS sc ON sc.id = p.id WHERE {like}"""
 _WINDOW_SCOPE_LIKE_HITS = """
 SELECT sc.id, 0.0, 'text' FROM hs_search_scope AS sc
 WHERE sc.id > ? AND sc.id <= ? AND {like}"""
+# The text of the window's rows, multimodal parts included, as the word index will hold it.
 _WINDOW_LIKE_HITS = """
-SELECT m.id, 0.0, 'text' FROM messages AS m WHERE m.id > ? AND m.id <= ? AND {like}"""
+SELECT t.id, 0.0, 'text' FROM hs_search_text AS t WHERE t.id > ? AND t.id <= ? AND {like}"""
 _LIKE_HITS = "SELECT m.id, 0.0, 'text' FROM messages AS m WHERE {like}"
 # With a source filter the LIKE route walks only those sessions' messages (both are indexed).
 _LIKE_HITS_IN_SOURCES = """
@@ -82,6 +83,7 @@ SELECT id, 0.0, 'text' FROM messages WHERE id IN (SELECT id FROM lc)
 
 _ALL_COLUMNS = ("m.content", "m.tool_name", "m.tool_calls")
 _SCOPE_COLUMNS = ("sc.text", "sc.tool_name")
+_TEXT_COLUMNS = ("t.text", "t.tool_name", "t.tool_calls")
 
 
 # The page statement's columns, in select order (name -> expression). ``content`` and
@@ -335,7 +337,7 @@ def _word_parts(tree: Node, layout: SearchLayout, scored: bool) -> list[Sql]:
             parts.append(Sql(_RETIRED_WORD_HITS[scored],
                              [language.render_match(tree, "word"), *layout.window]))
         else:
-            parts.append(_like_part(_WINDOW_LIKE_HITS, tree, _ALL_COLUMNS, layout.window))
+            parts.append(_like_part(_WINDOW_LIKE_HITS, tree, _TEXT_COLUMNS, layout.window))
     return parts
 
 

@@ -15,10 +15,12 @@ once, when it is written, into ``hs_part_text``; the index triggers derive it fr
 
 SQLite: our old-named triggers and views are dropped (the agent's CJK objects, which revision 0013
 now leaves alone, are not ours and stay), the side tables, retired indexes and backfill markers
-are renamed (their data stays), the new objects are created and the word, trigram and bigram
-indexes are rebuilt from their sources in this transaction, leaving rows inside an open backfill
-window to ``optimize-storage`` as before. FTS5 cannot rename an index's content source, hence
-the rebuild: each step checks what exists first, so an upgrade interrupted and run again resumes.
+are renamed (their data stays) and the new objects are created. FTS5 cannot rename an index's
+content source, so the word and trigram indexes are filled again: here for a small store; for a
+larger one (over ``SMALL_STORE_ROWS`` messages) the backfill window of revision 0013 is opened over
+every row, search answers those rows meanwhile, and ``optimize-storage`` indexes them in
+resumable chunks. The bigram index is rebuilt from its side table, whose rows are kept. Each step
+checks what exists first, so an upgrade interrupted and run again takes up where it stopped.
 
 PostgreSQL: the search columns, indexes, functions, configuration and statistics are renamed
 (catalog edits, no data moved).
@@ -345,6 +347,9 @@ END"""
 
 # ------------------------------------------------------------------------------ what goes
 
+# As revision 0013: indexing this many rows inside the upgrade takes about a second.
+SMALL_STORE_ROWS = 5000
+
 OLD_TRIGGERS = (
     "messages_fts_insert", "messages_fts_delete", "messages_fts_bu", "messages_fts_update",
     "messages_fts_trigram_insert", "messages_fts_trigram_delete", "messages_fts_trigram_bu",
@@ -485,9 +490,26 @@ def _upgrade_sqlite() -> None:
             if name not in present and (trigram or not needs_trigram):
                 op.execute(sql)
     tables = {name for kind, name in _objects() if kind == "table"}
+    windowed = _open_window()
     for table, stmt in REBUILD:
-        if table in tables:
+        if table in tables and not (windowed and table != N.CJK_INDEX):
             bind.exec_driver_sql(stmt)
+
+
+def _open_window() -> bool:
+    """A large store's word and trigram indexes are filled by ``optimize-storage`` in resumable
+    chunks, as after revision 0013: the backfill window ``(0, H]`` is recorded and search answers
+    its rows meanwhile. True when this opened it; an open window is left as it is."""
+    bind = op.get_bind()
+    if bind.exec_driver_sql(f"SELECT 1 FROM {N.BACKFILL_WINDOW}").first() is not None:
+        return False
+    bounded = f"SELECT count(*) FROM (SELECT 1 FROM messages LIMIT {SMALL_STORE_ROWS + 1})"
+    if bind.exec_driver_sql(bounded).scalar() <= SMALL_STORE_ROWS:
+        return False
+    high = bind.exec_driver_sql("SELECT max(id) FROM messages").scalar()
+    bind.exec_driver_sql("INSERT OR REPLACE INTO state_meta (key, value) VALUES (?, ?), (?, '0')",
+                         (N.BACKFILL_HIGH_WATER, str(high), N.BACKFILL_PROGRESS))
+    return True
 
 
 def _upgrade_postgresql() -> None:
