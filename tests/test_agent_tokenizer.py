@@ -10,6 +10,7 @@ sqlite3 can load extensions (the project's default Python cannot). Both are part
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sqlite3
@@ -23,6 +24,7 @@ from agent_today import build, cjk_sql
 from cli_support import run
 
 from hermes_store import SessionDB
+from hermes_store.db import catalog
 from hermes_store.db import engine as engine_mod
 from hermes_store.errors import AgentTokenizerError
 
@@ -99,11 +101,8 @@ def shared(tmp_path: Path, library: Path, loading_python: Path) -> Path:
 
 
 def _objects(path: Path) -> set[tuple[str, str]]:
-    con = sqlite3.connect(path)
-    try:
-        return {(t, n) for t, n in con.execute("SELECT type, name FROM sqlite_master")}
-    finally:
-        con.close()
+    with contextlib.closing(sqlite3.connect(path)) as con:
+        return {(o.type, o.name) for o in catalog.objects(con)}
 
 
 AGENT_CJK = {("table", "messages_fts_cjk"), ("view", "messages_fts_cjk_src"),

@@ -453,6 +453,12 @@ def trigram_locale(conn: Connection) -> Finding | None:
     return Finding("trigram_locale", "ok", f"LC_CTYPE {ctype}: pg_trgm reads CJK text")
 
 
+def _layout_drift(check: str, wrong: list[str], found: str, ok: str) -> Finding:
+    if not wrong:
+        return Finding(check, "ok", ok)
+    return Finding(check, "damage", found + ", ".join(wrong), "hermes-store repair")
+
+
 def diagnose(conn: Connection, path: Path, *, full: bool = False,
              holders: list[tuple[int, str]] | None = None,
              sqlite_version: tuple[int, ...] = (0,)) -> DoctorReport:
@@ -471,18 +477,13 @@ def diagnose(conn: Connection, path: Path, *, full: bool = False,
         findings.append(_fts_structure(conn, table))
     if st.at_head:
         # Missing or foreign triggers mean search silently misses or doubles rows: not a warning.
-        missing = layout.missing_objects(conn)
-        findings.append(Finding(
-            "search_layout", "damage" if missing else "ok",
-            ("missing, so rows written meanwhile are not searchable until repair restores them: "
-             + ", ".join(missing)) if missing else "every view, index and trigger of ours",
-            "hermes-store repair" if missing else None))
-        foreign = layout.foreign_index_triggers(conn)
-        findings.append(Finding(
-            "foreign_triggers", "damage" if foreign else "ok",
-            ("second writers to the search indexes (another program's triggers): "
-             + ", ".join(foreign)) if foreign else "none",
-            "hermes-store repair" if foreign else None))
+        findings.append(_layout_drift(
+            "search_layout", layout.missing_objects(conn),
+            "missing, so rows written meanwhile are not searchable until repair restores them: ",
+            "every view, index and trigger of ours"))
+        findings.append(_layout_drift(
+            "foreign_triggers", layout.foreign_index_triggers(conn),
+            "second writers to the search indexes (another program's triggers): ", "none"))
     stats = None
     try:
         stats = collect(conn, path)

@@ -183,15 +183,19 @@ _WORD_CHANGED = ("(old.content IS NOT new.content OR old.tool_name IS NOT new.to
                  "OR old.id IS NOT new.id)")
 
 
-def _word_add(row: str) -> str:
-    return (f"INSERT INTO {N.WORD_INDEX} (rowid, content, tool_name, tool_calls)\n"
-            f"    VALUES ({row}.id, {_word_content(row)}, {row}.tool_name, {row}.tool_calls);")
+def _entry(index: str, columns: str, values: str, *, delete: bool, where: str = "") -> str:
+    """The statement adding a row to ``index`` (or, with ``delete``, removing it)."""
+    command, value = (f"{index}, ", "'delete', ") if delete else ("", "")
+    head = f"INSERT INTO {index} ({command}rowid, {columns})\n    "
+    if where:
+        return f"{head}SELECT {value}{values} WHERE {where};"
+    return f"{head}VALUES ({value}{values});"
 
 
-def _word_remove(row: str) -> str:
-    return (f"INSERT INTO {N.WORD_INDEX} ({N.WORD_INDEX}, rowid, content, tool_name, tool_calls)\n"
-            f"    VALUES ('delete', {row}.id, {_word_content(row)}, {row}.tool_name, "
-            f"{row}.tool_calls);")
+def _word_entry(row: str, *, delete: bool = False) -> str:
+    return _entry(N.WORD_INDEX, "content, tool_name, tool_calls",
+                  f"{row}.id, {_word_content(row)}, {row}.tool_name, {row}.tool_calls",
+                  delete=delete)
 
 
 WORD_INDEX = f"""CREATE VIRTUAL TABLE {N.WORD_INDEX} USING fts5(
@@ -201,24 +205,24 @@ WORD_INDEX = f"""CREATE VIRTUAL TABLE {N.WORD_INDEX} USING fts5(
 WORD_AI = f"""CREATE TRIGGER {N.WORD_AI} AFTER INSERT ON messages
 WHEN {_OUTSIDE_WINDOW.format(id="new.id")}
 BEGIN
-    {_word_add('new')}
+    {_word_entry('new')}
 END"""
 WORD_BD = f"""CREATE TRIGGER {N.WORD_BD} BEFORE DELETE ON messages
 WHEN {_OUTSIDE_WINDOW.format(id="old.id")}
 BEGIN
-    {_word_remove('old')}
+    {_word_entry('old', delete=True)}
 END"""
 WORD_BU = f"""CREATE TRIGGER {N.WORD_BU}
 BEFORE UPDATE OF content, tool_name, tool_calls, role, id ON messages
 WHEN {_WORD_CHANGED} AND {_OUTSIDE_WINDOW.format(id="old.id")}
 BEGIN
-    {_word_remove('old')}
+    {_word_entry('old', delete=True)}
 END"""
 WORD_AU = f"""CREATE TRIGGER {N.WORD_AU}
 AFTER UPDATE OF content, tool_name, tool_calls, role, id ON messages
 WHEN {_WORD_CHANGED} AND {_OUTSIDE_WINDOW.format(id="new.id")}
 BEGIN
-    {_word_add('new')}
+    {_word_entry('new')}
 END"""
 
 # --------------------------------------------------------------------------- trigram index
@@ -233,16 +237,10 @@ _TRIGRAM_REMOVE_SESSION = f"""
       AND {_OUTSIDE_WINDOW.format(id="t.id")};"""
 
 
-def _trigram_add(row: str) -> str:
-    return (f"INSERT INTO {N.TRIGRAM_INDEX} (rowid, content, tool_name)\n"
-            f"    SELECT {row}.id, {text_of(row)}, {row}.tool_name "
-            f"WHERE {_in_trigram_scope(row)};")
-
-
-def _trigram_remove(row: str) -> str:
-    return (f"INSERT INTO {N.TRIGRAM_INDEX} ({N.TRIGRAM_INDEX}, rowid, content, tool_name)\n"
-            f"    SELECT 'delete', {row}.id, {text_of(row)}, {row}.tool_name "
-            f"WHERE {_in_trigram_scope(row)};")
+def _trigram_entry(row: str, *, delete: bool = False) -> str:
+    return _entry(N.TRIGRAM_INDEX, "content, tool_name",
+                  f"{row}.id, {text_of(row)}, {row}.tool_name", delete=delete,
+                  where=_in_trigram_scope(row))
 
 
 TRIGRAM_INDEX = f"""CREATE VIRTUAL TABLE {N.TRIGRAM_INDEX} USING fts5(
@@ -252,24 +250,24 @@ TRIGRAM_INDEX = f"""CREATE VIRTUAL TABLE {N.TRIGRAM_INDEX} USING fts5(
 TRIGRAM_AI = f"""CREATE TRIGGER {N.TRIGRAM_AI} AFTER INSERT ON messages
 WHEN new.role IS NOT 'tool' AND {_OUTSIDE_WINDOW.format(id="new.id")}
 BEGIN
-    {_trigram_add('new')}
+    {_trigram_entry('new')}
 END"""
 TRIGRAM_BD = f"""CREATE TRIGGER {N.TRIGRAM_BD} BEFORE DELETE ON messages
 WHEN old.role IS NOT 'tool' AND {_OUTSIDE_WINDOW.format(id="old.id")}
 BEGIN
-    {_trigram_remove('old')}
+    {_trigram_entry('old', delete=True)}
 END"""
 TRIGRAM_BU = f"""CREATE TRIGGER {N.TRIGRAM_BU}
 BEFORE UPDATE OF content, tool_name, role, session_id, id ON messages
 WHEN {_TRIGRAM_CHANGED} AND {_OUTSIDE_WINDOW.format(id="old.id")}
 BEGIN
-    {_trigram_remove('old')}
+    {_trigram_entry('old', delete=True)}
 END"""
 TRIGRAM_AU = f"""CREATE TRIGGER {N.TRIGRAM_AU}
 AFTER UPDATE OF content, tool_name, role, session_id, id ON messages
 WHEN {_TRIGRAM_CHANGED} AND {_OUTSIDE_WINDOW.format(id="new.id")}
 BEGIN
-    {_trigram_add('new')}
+    {_trigram_entry('new')}
 END"""
 TRIGRAM_SESSION_BU = f"""CREATE TRIGGER {N.TRIGRAM_SESSION_BU}
 BEFORE UPDATE OF source, id ON sessions
