@@ -22,7 +22,6 @@ from hermes_store import SessionDB
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
 
-pytestmark = pytest.mark.sqlite_only
 
 AGENT_TABLES = ("sessions", "messages", "system_prompts", "session_model_usage", "state_meta",
                 "gateway_routing", "gateway_hygiene_state", "gateway_heartbeats",
@@ -83,6 +82,7 @@ def _adopted(tmp_path: Path, version: int) -> Path:
     return path
 
 
+@pytest.mark.sqlite_only
 @pytest.mark.parametrize("version", [30, 31])
 def test_a_schema_30_or_31_file_upgrades_losslessly(tmp_path: Path, version: int) -> None:
     path = build(tmp_path / "state.db", version)
@@ -102,6 +102,7 @@ def test_a_schema_30_or_31_file_upgrades_losslessly(tmp_path: Path, version: int
     assert _ids(path, "kubernetes") and _ids(path, "日志") and _ids(path, "ログ")
 
 
+@pytest.mark.sqlite_only
 @pytest.mark.parametrize("version", [30, 31])
 def test_the_agents_reopen_with_its_cjk_objects_leaves_every_write_working(
         tmp_path: Path, version: int) -> None:
@@ -120,6 +121,7 @@ def test_the_agents_reopen_with_its_cjk_objects_leaves_every_write_working(
     assert migrate.check(path) == []
 
 
+@pytest.mark.sqlite_only
 def test_the_agents_stale_path_no_longer_touches_our_triggers(tmp_path: Path) -> None:
     path = _adopted(tmp_path, 31)
     con = _connect(path)
@@ -151,6 +153,7 @@ def _drop_our_triggers(path: Path) -> list[str]:
         con.close()
 
 
+@pytest.mark.sqlite_only
 def test_missing_triggers_are_drift_and_repair_indexes_what_was_written_meanwhile(
         tmp_path: Path) -> None:
     path = _adopted(tmp_path, 31)
@@ -175,6 +178,7 @@ def test_missing_triggers_are_drift_and_repair_indexes_what_was_written_meanwhil
     _fts5_commands(path)
 
 
+@pytest.mark.sqlite_only
 def test_a_write_open_restores_missing_triggers_and_indexes_the_gap(tmp_path: Path) -> None:
     path = _adopted(tmp_path, 30)
     _drop_our_triggers(path)
@@ -186,3 +190,17 @@ def test_a_write_open_restores_missing_triggers_and_indexes_the_gap(tmp_path: Pa
         assert hits.fetchone()[0] == 1, term
     con.close()
     assert migrate.check(path) == []
+
+
+def test_an_adopted_agent_file_copied_to_postgresql_finds_the_same(
+        tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    # PostgreSQL has no agent beside it; what applies there is the adopted data and its search.
+    from hermes_store.ops import copy as copying
+
+    path = _adopted(tmp_path, 31)
+    server = request.getfixturevalue("pg_server")
+    url = server.empty_database()
+    request.addfinalizer(lambda: (engine_mod.dispose_all(), server.drop(url)))
+    assert copying.copy_store(str(path), url).verified
+    for term in ("kubernetes", "日志", "ログ", "tailword"):
+        assert _ids(path, term) == _ids(url, term), term
