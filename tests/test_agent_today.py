@@ -22,7 +22,6 @@ from hermes_store import SessionDB
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
 
-
 AGENT_TABLES = ("sessions", "messages", "system_prompts", "session_model_usage", "state_meta",
                 "gateway_routing", "gateway_hygiene_state", "gateway_heartbeats",
                 "conversation_generations", "compression_locks", "session_turn_leases",
