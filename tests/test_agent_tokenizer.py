@@ -168,6 +168,8 @@ def test_repair_reports_it_and_drop_agent_cjk_removes_only_the_agents_objects(
         shared: Path) -> None:
     check = run("--db", str(shared), "repair", "--check-only")
     assert check.exit_code == 7 and "--drop-agent-cjk" in check.stdout
+    doctor = run("--db", str(shared), "doctor")
+    assert "agent_cjk" in doctor.stdout and "--drop-agent-cjk" in doctor.stdout
     ours = {o for o in _objects(shared) if o[1].startswith("hs_")}
     rows = sqlite3.connect(shared).execute("SELECT count(*) FROM messages").fetchone()[0]
 

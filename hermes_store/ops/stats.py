@@ -20,6 +20,7 @@ from sqlalchemy import Connection, exc, func, select, text
 from hermes_store.db import catalog, names
 from hermes_store.db import derived as layout
 from hermes_store.db.migrate import status_of
+from hermes_store.db.sqlite_driver import agent_tokenizer_problem
 from hermes_store.db.models import ChatSession
 from hermes_store.errors import SchemaMismatchError
 from hermes_store.repo.lineage import SANE_FUTURE_S, SANE_MIN_TS, last_activity
@@ -453,6 +454,19 @@ def trigram_locale(conn: Connection) -> Finding | None:
     return Finding("trigram_locale", "ok", f"LC_CTYPE {ctype}: pg_trgm reads CJK text")
 
 
+def _agent_cjk(conn: Connection) -> Finding | None:
+    """The agent's CJK index on its native tokenizer, which this process has not loaded: every
+    write to messages is refused here (docs/mixed-fleets.md#the-agents-cjk-tokenizer)."""
+    index = next((o for o in catalog.agent_cjk_objects(conn) if o.type == "table"), None)
+    problem = agent_tokenizer_problem()
+    if index is None or catalog.AGENT_CJK_TOKENIZER not in index.sql or problem is None:
+        return None
+    return Finding("agent_cjk", "warn", f"the agent's CJK index {index.name} needs its tokenizer "
+                   f"to write messages, and {problem}",
+                   "a Python whose sqlite3 can load extensions, or "
+                   "hermes-store repair --drop-agent-cjk")
+
+
 def _layout_drift(check: str, wrong: list[str], found: str, ok: str) -> Finding:
     if not wrong:
         return Finding(check, "ok", ok)
@@ -484,6 +498,9 @@ def diagnose(conn: Connection, path: Path, *, full: bool = False,
         findings.append(_layout_drift(
             "foreign_triggers", layout.foreign_index_triggers(conn),
             "second writers to the search indexes (another program's triggers): ", "none"))
+    agent_cjk = _agent_cjk(conn)
+    if agent_cjk is not None:
+        findings.append(agent_cjk)
     stats = None
     try:
         stats = collect(conn, path)
