@@ -7,7 +7,7 @@ retry policy around them.
   needs it) and the pending-list upkeep, ``COMMIT``; a PASSIVE checkpoint every 50 writes, as the
   library does. Lock waits are SQLite's busy handler (``timeout``).
 * PostgreSQL (``psycopg``): ``BEGIN`` (READ COMMITTED, as the library's appends), the insert
-  with every column the library names and the ``search_cjk`` tokens (derived with the library's
+  with every column the library names and the ``hs_search_cjk`` tokens (derived with the library's
   function, as the layout needs), the counter update, ``COMMIT``.
 
 ``gin_settings`` gives the GIN indexes of a PostgreSQL store another pending-list setting, for
@@ -32,20 +32,20 @@ SQLITE_INSERT = (
 SQLITE_BUMP = ("UPDATE sessions SET message_count = coalesce(message_count, 0) + 1, "
                "tool_call_count = coalesce(tool_call_count, 0) + ? WHERE id = ?")
 # The statements of repo/bigrams.py for one id, backfill-window guard included.
-OUTSIDE = "NOT EXISTS (SELECT 1 FROM fts_backfill_window WHERE id > lo AND id <= hi)"
-UNSIDE = f"DELETE FROM messages_cjk WHERE id = ? AND {OUTSIDE}"
-SCOPE_ROW = ("SELECT text, tool_name, tool_calls FROM messages_search_scope "
+OUTSIDE = "NOT EXISTS (SELECT 1 FROM hs_backfill_window WHERE id > lo AND id <= hi)"
+UNSIDE = f"DELETE FROM hs_cjk WHERE id = ? AND {OUTSIDE}"
+SCOPE_ROW = ("SELECT text, tool_name, tool_calls FROM hs_search_scope "
              f"WHERE id = ? AND {OUTSIDE}")
-SIDE = "INSERT OR REPLACE INTO messages_cjk (id, text, calls) VALUES (?, ?, ?)"
-CLEAR = "DELETE FROM messages_cjk_pending WHERE id = ?"
-DRAIN = "SELECT id FROM messages_cjk_pending ORDER BY id LIMIT 32"
+SIDE = "INSERT OR REPLACE INTO hs_cjk (id, text, calls) VALUES (?, ?, ?)"
+CLEAR = "DELETE FROM hs_cjk_pending WHERE id = ?"
+DRAIN = "SELECT id FROM hs_cjk_pending ORDER BY id LIMIT 32"
 
 # Every column of a prepared message row (repo.messages.prepare_message), then the CJK tokens.
 PG_COLUMNS = ("session_id", "role", "content", "tool_call_id", "tool_calls", "tool_name",
               "timestamp", "token_count", "finish_reason", "reasoning", "reasoning_content",
               "reasoning_details", "codex_reasoning_items", "codex_message_items",
               "platform_message_id", "observed", "effect_disposition", "active", "compacted",
-              "search_cjk")
+              "hs_search_cjk")
 PG_INSERT = (f"INSERT INTO messages ({', '.join(PG_COLUMNS)}) "
              f"VALUES ({', '.join(['%s'] * len(PG_COLUMNS))}) RETURNING id")
 PG_BUMP = ("UPDATE sessions SET message_count = coalesce(message_count, 0) + %s, "
@@ -102,7 +102,7 @@ def pg_append(con: Any, session_id: str, role: str, content: str, tool_name: str
     return int(new_id)
 
 
-GIN_INDEXES = ("idx_messages_search_words", "idx_messages_search_trgm", "idx_messages_search_cjk")
+GIN_INDEXES = ("hs_idx_messages_words", "hs_idx_messages_trgm", "hs_idx_messages_cjk")
 
 
 def gin_settings(setting: str) -> list[str]:

@@ -44,23 +44,23 @@ FROM ({top}) AS t JOIN messages m ON m.id = t.id JOIN sessions s ON s.id = m.ses
 # Hits without an FTS5 snippet get the contract's marked snippet from the stored text, as the
 # library must make it: the floor does that work too.
 STORED = "m.content, m.tool_name, m.tool_calls"
-WORD_TOP = ("SELECT rowid AS id, rank AS score, snippet(messages_fts, -1, '>>>', '<<<', '...', 40) "
-            "AS snip FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rank LIMIT 20")
-TRIGRAM_TOP = ("SELECT rowid AS id, rank AS score, snippet(messages_fts_trigram, -1, '>>>', '<<<', "
-               "'...', 40) AS snip FROM messages_fts_trigram WHERE messages_fts_trigram MATCH ? "
+WORD_TOP = ("SELECT rowid AS id, rank AS score, snippet(hs_fts, -1, '>>>', '<<<', '...', 40) "
+            "AS snip FROM hs_fts WHERE hs_fts MATCH ? ORDER BY rank LIMIT 20")
+TRIGRAM_TOP = ("SELECT rowid AS id, rank AS score, snippet(hs_fts_trigram, -1, '>>>', '<<<', "
+               "'...', 40) AS snip FROM hs_fts_trigram WHERE hs_fts_trigram MATCH ? "
                "ORDER BY rank LIMIT 20")
-BIGRAM_TOP = ("SELECT rowid AS id, rank AS score, NULL AS snip FROM messages_fts_cjk "
-              "WHERE messages_fts_cjk MATCH ? ORDER BY rank LIMIT 20")
+BIGRAM_TOP = ("SELECT rowid AS id, rank AS score, NULL AS snip FROM hs_fts_cjk "
+              "WHERE hs_fts_cjk MATCH ? ORDER BY rank LIMIT 20")
 # Filtered: every match is a candidate (the filter decides which 20 are best), and snippets are
 # made for the page's rows only.
-WORD_ALL = ("SELECT rowid AS id, rank AS score, 1 AS word FROM messages_fts "
-            "WHERE messages_fts MATCH ?")
-BIGRAM_ALL = ("SELECT rowid AS id, rank AS score, 0 AS word FROM messages_fts_cjk "
-              "WHERE messages_fts_cjk MATCH ?")
+WORD_ALL = ("SELECT rowid AS id, rank AS score, 1 AS word FROM hs_fts "
+            "WHERE hs_fts MATCH ?")
+BIGRAM_ALL = ("SELECT rowid AS id, rank AS score, 0 AS word FROM hs_fts_cjk "
+              "WHERE hs_fts_cjk MATCH ?")
 FILTERED_PAGE = """
 SELECT p.id, p.session_id, p.role,
-  CASE WHEN p.word THEN (SELECT snippet(messages_fts, -1, '>>>', '<<<', '...', 40)
-                         FROM messages_fts WHERE messages_fts MATCH ? AND rowid = p.id) END,
+  CASE WHEN p.word THEN (SELECT snippet(hs_fts, -1, '>>>', '<<<', '...', 40)
+                         FROM hs_fts WHERE hs_fts MATCH ? AND rowid = p.id) END,
   p.content, p.tool_name, p.tool_calls, p.timestamp, p.source, p.model, p.started_at
 FROM (SELECT m.id, m.session_id, m.role, m.content, m.tool_name, m.tool_calls, m.timestamp,
              s.source, s.model, s.started_at, t.word, t.score
@@ -69,11 +69,11 @@ FROM (SELECT m.id, m.session_id, m.role, m.content, m.tool_name, m.tool_calls, m
       ORDER BY t.score LIMIT 20) AS p"""
 # v11's filtered search: one MATCH joined with messages and sessions, snippet in the select list.
 INLINE_FILTERED = """
-SELECT m.id, m.session_id, m.role, snippet(messages_fts, 0, '>>>', '<<<', '...', 40),
+SELECT m.id, m.session_id, m.role, snippet(hs_fts, 0, '>>>', '<<<', '...', 40),
        m.timestamp, m.tool_name, s.source, s.model, s.started_at
-FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
+FROM hs_fts JOIN messages m ON m.id = hs_fts.rowid
 JOIN sessions s ON s.id = m.session_id
-WHERE messages_fts MATCH ? AND s.source IN ({sources}) AND m.role IN ({roles})
+WHERE hs_fts MATCH ? AND s.source IN ({sources}) AND m.role IN ({roles})
 ORDER BY rank LIMIT 20"""
 NEIGHBOURS = """
 SELECT m.id,
@@ -169,9 +169,9 @@ FLOOR: dict[str, Query] = {
     "cjk1": _ranked((BIGRAM_TOP, 'text : "桂"*'), text_terms=["桂"]),
     "cjk2": _ranked((BIGRAM_TOP, 'text : "通信"'), text_terms=["通信"]),
     "mixed": _by_time(
-        "(m.id IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?) "
-        "OR m.id IN (SELECT rowid FROM messages_fts_cjk WHERE messages_fts_cjk MATCH ?)) "
-        "AND m.id IN (SELECT rowid FROM messages_fts_cjk WHERE messages_fts_cjk MATCH ?)",
+        "(m.id IN (SELECT rowid FROM hs_fts WHERE hs_fts MATCH ?) "
+        "OR m.id IN (SELECT rowid FROM hs_fts_cjk WHERE hs_fts_cjk MATCH ?)) "
+        "AND m.id IN (SELECT rowid FROM hs_fts_cjk WHERE hs_fts_cjk MATCH ?)",
         "docker", "docker", 'text : "部署"', terms=["docker", "部署"]),
     "filtered": _filtered("docker AND deployment", ["docker", "deployment"],
                           _FILTERS["source_filter"], _FILTERS["role_filter"]),

@@ -130,6 +130,18 @@ class SearchIndexMissingError(StoreDamagedError, sqlite3.OperationalError):
     """
 
 
+class AgentTokenizerError(HermesStoreError, sqlite3.OperationalError):
+    """The agent's own CJK search objects are in the store and this process has not loaded their
+    tokenizer (``cjk_unicode61``): their triggers make every write to ``messages`` fail, so the
+    write is refused and rolled back. Reads and searches keep working. The way out is a Python
+    whose sqlite3 can load extensions (the library is found at ``$HERMES_FTS5_CJK_SO``, else
+    ``$HERMES_HOME/lib/libfts5_cjk.so``), or ``hermes-store repair --drop-agent-cjk``
+    (docs/mixed-fleets.md#the-agents-cjk-tokenizer)."""
+
+    exit_code = 1
+    code = "agent_tokenizer"
+
+
 class TitleInUseError(HermesStoreError, ValueError):
     """A rename to a title another session holds (titles are unique)."""
 

@@ -97,7 +97,7 @@ def test_a_batch_keeps_the_cjk_index_in_the_same_transaction(engine: Engine) -> 
     ids = run_write(engine, lambda conn: repo.append_many(conn, _prepared("batch")))
     with reading(engine) as conn:
         assert bigrams.pending_count(conn) == 0
-        side = {r[0] for r in conn.exec_driver_sql("SELECT id FROM messages_cjk")}
+        side = {r[0] for r in conn.exec_driver_sql("SELECT id FROM hs_cjk")}
     assert side == {ids[0], ids[3]}
 
 

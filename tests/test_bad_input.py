@@ -86,7 +86,7 @@ def test_sanitized_queries_are_valid_match_expressions_on_both_store_indexes(
         return
     con = sqlite3.connect(shared_store)
     try:
-        for table in ("messages_fts", "messages_fts_trigram"):  # unicode61 and trigram
+        for table in ("hs_fts", "hs_fts_trigram"):  # unicode61 and trigram
             con.execute(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?",
                         (sanitized,)).fetchone()
     finally:

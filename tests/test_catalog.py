@@ -30,10 +30,10 @@ def test_a_head_store_lists_its_tables_views_and_their_columns(head_db: Path) ->
     tables = _read(head_db, catalog.tables)
     assert {"sessions", "messages", "state_meta", "alembic_version", *catalog.FTS_INDEXES} <= tables
     relations = _read(head_db, catalog.relations)
-    assert tables < relations and "messages_search_scope" in relations - tables
+    assert tables < relations and "hs_search_scope" in relations - tables
     assert _read(head_db, lambda c: catalog.has_table(c, "messages"))
-    assert not _read(head_db, lambda c: catalog.has_table(c, "messages_search_scope"))
-    assert _read(head_db, lambda c: catalog.has_object(c, "view", "messages_search_scope"))
+    assert not _read(head_db, lambda c: catalog.has_table(c, "hs_search_scope"))
+    assert _read(head_db, lambda c: catalog.has_object(c, "view", "hs_search_scope"))
     names = [c.name for c in _read(head_db, lambda c: catalog.columns(c, "messages"))]
     assert names[:3] == ["id", "session_id", "role"] and "content" in names
     assert _read(head_db, lambda c: catalog.columns(c, "no_such_table")) == []
@@ -47,9 +47,9 @@ def test_a_table_name_is_bound_never_spliced_into_the_column_query(head_db: Path
 
 
 def test_table_sql_is_the_create_statement_or_none(head_db: Path) -> None:
-    sql = _read(head_db, lambda c: catalog.table_sql(c, "messages_fts"))
+    sql = _read(head_db, lambda c: catalog.table_sql(c, "hs_fts"))
     assert sql is not None and catalog.is_fts5(sql)
-    assert _read(head_db, lambda c: catalog.table_sql(c, "messages_search_scope")) is None
+    assert _read(head_db, lambda c: catalog.table_sql(c, "hs_search_scope")) is None
 
 
 def test_every_fts5_table_is_found_and_shadows_are_not(head_db: Path) -> None:
@@ -61,7 +61,7 @@ def test_every_fts5_table_is_found_and_shadows_are_not(head_db: Path) -> None:
 
 
 def test_only_shadows_of_our_own_missing_indexes_count_as_orphans() -> None:
-    tables = {"messages_fts", "messages_fts_data", "messages_fts_old_data",
+    tables = {"hs_fts", "hs_fts_data", "messages_fts_old_data",
               "messages_fts_old_config", "app_config", "user_index_data"}
     assert catalog.orphan_fts_shadows(tables) == ["messages_fts_old_data",
                                                   "messages_fts_old_config"]
@@ -86,24 +86,24 @@ def test_the_search_layout_of_a_head_store_has_every_index_and_no_window(head_db
 
 def test_a_recorded_window_is_read_through_its_view(head_db: Path) -> None:
     _execute(head_db, "INSERT INTO state_meta (key, value) VALUES "
-                      "('fts_rebuild_high_water', '10'), ('fts_rebuild_progress', '4')")
+                      "('hs_backfill_high_water', '10'), ('hs_backfill_progress', '4')")
     assert _read(head_db, catalog.search_layout).window == (4, 10)
     assert _read(head_db, catalog.backfill_window) == (4, 10)
 
 
 def test_without_the_window_view_there_is_no_window(head_db: Path) -> None:
     _execute(head_db, "INSERT INTO state_meta (key, value) VALUES "
-                      "('fts_rebuild_high_water', '10'), ('fts_rebuild_progress', '4')",
-             "DROP VIEW fts_backfill_window")
+                      "('hs_backfill_high_water', '10'), ('hs_backfill_progress', '4')",
+             "DROP VIEW hs_backfill_window")
     assert _read(head_db, catalog.search_layout).window is None
     assert _read(head_db, catalog.backfill_window) is None
 
 
 def test_a_broken_window_view_fails_instead_of_reading_as_closed(head_db: Path) -> None:
     _execute(head_db, "INSERT INTO state_meta (key, value) VALUES "
-                      "('fts_rebuild_high_water', '10'), ('fts_rebuild_progress', '4')",
-             "DROP VIEW fts_backfill_window",
-             "CREATE VIEW fts_backfill_window AS SELECT lo, hi FROM lost_window_table")
+                      "('hs_backfill_high_water', '10'), ('hs_backfill_progress', '4')",
+             "DROP VIEW hs_backfill_window",
+             "CREATE VIEW hs_backfill_window AS SELECT lo, hi FROM lost_window_table")
     for question in (catalog.search_layout, catalog.backfill_window):
         with pytest.raises(sqlite3.OperationalError, match="lost_window_table"):
             _read(head_db, question)

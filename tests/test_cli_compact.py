@@ -43,7 +43,7 @@ def test_compact_vacuums_and_leaves_no_wal(bloated: Path) -> None:
                             "checkpoint truncate"]
     assert _freelist(bloated) == 0
     con = sqlite3.connect(bloated)
-    assert con.execute("SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH 'kept'"
+    assert con.execute("SELECT COUNT(*) FROM hs_fts WHERE hs_fts MATCH 'kept'"
                        ).fetchone()[0] == 20
     con.close()
 

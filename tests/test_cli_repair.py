@@ -71,12 +71,12 @@ def test_orphan_shadow_tables_are_found_then_dropped_after_a_backup(store: Path)
 def test_a_trigger_whose_table_is_gone_is_not_mistaken_for_a_fresh_store(store: Path) -> None:
     con = sqlite3.connect(store)
     with con:
-        con.execute("DROP TABLE messages_fts")
+        con.execute("DROP TABLE hs_fts")
     con.close()
     code, doc = run_json("--db", str(store), "repair", "--check-only")
     assert code == 7
     failed = {p["name"]: p["detail"] for p in doc["probes"] if not p["ok"]}
-    assert "messages_fts" in failed["dead_triggers"]
+    assert "hs_fts" in failed["dead_triggers"]
     assert "no such table" in failed["write_probe"]
 
     code, doc = run_json("--db", str(store), "repair")
@@ -88,18 +88,18 @@ def test_a_trigger_whose_table_is_gone_is_not_mistaken_for_a_fresh_store(store: 
 def test_a_corrupt_fts_index_is_rebuilt(store: Path) -> None:
     con = sqlite3.connect(store)
     with con:
-        con.execute("UPDATE messages_fts_data SET block = randomblob(length(block)) "
-                    "WHERE id IN (SELECT id FROM messages_fts_data WHERE id > 10 LIMIT 2)")
+        con.execute("UPDATE hs_fts_data SET block = randomblob(length(block)) "
+                    "WHERE id IN (SELECT id FROM hs_fts_data WHERE id > 10 LIMIT 2)")
     con.close()
     code, doc = run_json("--db", str(store), "repair", "--check-only")
     assert code == 7
-    assert not next(p for p in doc["probes"] if p["name"] == "fts:messages_fts")["ok"]
+    assert not next(p for p in doc["probes"] if p["name"] == "fts:hs_fts")["ok"]
 
     code, doc = run_json("--db", str(store), "repair")
     assert code == 0, doc
     assert all(p["ok"] for p in doc["after"])
     con = sqlite3.connect(store)
-    hits = con.execute("SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH 'gamma'")
+    hits = con.execute("SELECT COUNT(*) FROM hs_fts WHERE hs_fts MATCH 'gamma'")
     assert hits.fetchone()[0] == 40
     con.close()
 
@@ -109,7 +109,7 @@ def test_a_duplicate_schema_row_is_removed_by_surgery_on_a_backed_up_file(store:
     con.execute("PRAGMA writable_schema=ON")
     with con:
         con.execute("INSERT INTO sqlite_master SELECT * FROM sqlite_master "
-                    "WHERE name = 'messages_fts'")
+                    "WHERE name = 'hs_fts'")
     con.close()
     code, doc = run_json("--db", str(store), "repair", "--check-only")
     assert code == 7
@@ -143,7 +143,7 @@ def test_an_unreadable_file_is_a_clear_error_naming_recover(store: Path, damage:
 def test_fixing_refuses_while_another_process_holds_the_store(store: Path) -> None:
     con = sqlite3.connect(store)
     with con:
-        con.execute("DROP TABLE messages_fts")
+        con.execute("DROP TABLE hs_fts")
     con.close()
     with held_by_other_process(store) as pid:
         code, doc = run_json("--db", str(store), "repair")
@@ -174,12 +174,10 @@ def test_an_index_out_of_step_with_its_table_is_reindexed(store: Path) -> None:
 
 # --------------------------------------------------------------------------- missing layout objects
 
-WORD_INDEX = ["messages_fts", "messages_fts_insert", "messages_fts_delete",
-              "messages_fts_bu", "messages_fts_update"]
-CJK_INDEX = ["messages_cjk", "messages_cjk_pending", "messages_fts_cjk", "messages_cjk_ai",
-             "messages_cjk_ad", "messages_cjk_au", "messages_cjk_pending_ai",
-             "messages_cjk_pending_au", "messages_cjk_ad_messages", "messages_cjk_session_au",
-             "messages_cjk_session_bd"]
+WORD_INDEX = ["hs_fts", "hs_fts_ai", "hs_fts_bd", "hs_fts_bu", "hs_fts_au"]
+CJK_INDEX = ["hs_cjk", "hs_cjk_pending", "hs_fts_cjk", "hs_cjk_ai", "hs_cjk_ad", "hs_cjk_au",
+             "hs_cjk_pending_ai", "hs_cjk_pending_au", "hs_cjk_ad_messages", "hs_cjk_session_au",
+             "hs_cjk_session_bd"]
 # Words, a prefix, a phrase, Chinese and Japanese terms of 1 to 5 characters (every index).
 QUERIES = ("recursive", "recurs*", '"cargo check"', "FnMut", "闭包", "线程", "鍵", "ファイル",
            "署名が適用")
@@ -199,7 +197,7 @@ def _indexed_rows(path: Path) -> dict[str, int]:
     con = sqlite3.connect(path)
     try:
         return {t: con.execute(f'SELECT count(*) FROM "{t}_docsize"').fetchone()[0]
-                for t in ("messages_fts", "messages_fts_trigram", "messages_fts_cjk")}
+                for t in ("hs_fts", "hs_fts_trigram", "hs_fts_cjk")}
     finally:
         con.close()
 
@@ -236,8 +234,8 @@ def loaded(legacy_db) -> Path:
 
 @pytest.mark.parametrize("dropped", [
     pytest.param(WORD_INDEX, id="word-index-and-triggers"),
-    pytest.param(["messages_search_scope"], id="view"),
-    pytest.param(["messages_fts_src", "messages_search_text"], id="views-read-by-views"),
+    pytest.param(["hs_search_scope"], id="view"),
+    pytest.param(["hs_fts_src", "hs_search_text"], id="views-read-by-views"),
     pytest.param(CJK_INDEX, id="cjk-index-side-tables-and-triggers"),
 ])
 def test_missing_layout_objects_are_named_then_recreated_and_reindexed(

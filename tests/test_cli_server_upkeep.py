@@ -122,7 +122,7 @@ def test_repair_on_a_server_derives_the_cjk_tokens_rows_written_outside_lack(
     code, doc = run_json("--db", pg_store, "repair")
     assert code == 0 and doc["healthy"]
     assert doc["actions"] == ["derived the CJK search tokens of 1 message"]
-    assert sql(engine, "SELECT count(*) FROM messages WHERE search_cjk IS NULL "
+    assert sql(engine, "SELECT count(*) FROM messages WHERE hs_search_cjk IS NULL "
                        "AND role IS DISTINCT FROM 'tool'") == [(0,)]
     with SessionDB(pg_store) as db:
         assert [h["snippet"] for h in db.search_messages("终端")] == ["在>>>终端<<<里运行测试"]

@@ -100,7 +100,7 @@ def test_a_pending_backfill_is_reported_from_state_meta_markers(head_db: Path) -
     con = sqlite3.connect(head_db)
     with con:
         con.executemany("INSERT OR REPLACE INTO state_meta (key, value) VALUES (?, ?)",
-                        [("fts_rebuild_high_water", "10"), ("fts_rebuild_progress", "4")])
+                        [("hs_backfill_high_water", "10"), ("hs_backfill_progress", "4")])
     con.close()
     _, doc = run_json("--db", str(head_db), "stats")
     backfill = doc["layout"]["backfill"]
@@ -137,13 +137,13 @@ def test_doctor_finds_a_damaged_fts_index_and_exits_7(head_db: Path) -> None:
     add_session(head_db, "s1", 300, text="some words to index " * 20)
     con = sqlite3.connect(head_db)
     with con:
-        con.execute("UPDATE messages_fts_data SET block = randomblob(length(block)) "
-                    "WHERE id IN (SELECT id FROM messages_fts_data WHERE id > 10 LIMIT 3)")
+        con.execute("UPDATE hs_fts_data SET block = randomblob(length(block)) "
+                    "WHERE id IN (SELECT id FROM hs_fts_data WHERE id > 10 LIMIT 3)")
     con.close()
     code, doc = run_json("--db", str(head_db), "doctor")
     assert code == 7
     bad = [f for f in doc["findings"] if f["status"] == "damage"]
-    assert bad and bad[0]["check"] == "fts:messages_fts" and bad[0]["fix"]
+    assert bad and bad[0]["check"] == "fts:hs_fts" and bad[0]["fix"]
 
 
 def test_doctor_on_a_garbage_file_names_recover(tmp_path: Path) -> None:
@@ -197,7 +197,7 @@ def test_the_layout_is_read_from_the_schema(head_db: Path, legacy_db) -> None:
     assert layout_of(head_db) == "compact"
     assert layout_of(legacy_db(11)) == "legacy (inline)"
     con = sqlite3.connect(head_db)
-    con.execute("DROP VIEW messages_search_scope")
+    con.execute("DROP VIEW hs_search_scope")
     con.close()
     assert "incomplete" in layout_of(head_db) and "repair" in layout_of(head_db)
     assert layout_of(legacy_db(6)) == "legacy (external content)"

@@ -134,8 +134,8 @@ def test_upgrade_names_the_one_upkeep_stats_names_and_leaves_no_wal(legacy_db,
 def test_while_an_old_index_remains_only_optimize_storage_is_advised(head_db: Path) -> None:
     con = sqlite3.connect(head_db)
     with con:
-        con.execute("CREATE VIRTUAL TABLE messages_fts_old USING fts5(content)")
-        con.executemany("INSERT INTO messages_fts_old (content) VALUES (?)",
+        con.execute("CREATE VIRTUAL TABLE hs_fts_old USING fts5(content)")
+        con.executemany("INSERT INTO hs_fts_old (content) VALUES (?)",
                         [("padding " * 400,) for _ in range(300)])
         con.execute("INSERT INTO sessions (id, source, started_at) VALUES ('s', 'cli', 1.7e9)")
         con.executemany("INSERT INTO messages (session_id, role, content, timestamp) "

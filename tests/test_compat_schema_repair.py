@@ -81,12 +81,12 @@ def test_a_fresh_file_is_not_damage(tmp_path: Path) -> None:
 
 
 def test_a_trigger_that_outlived_its_table_is_damage_not_a_fresh_store(store: Path) -> None:
-    _sql(store, "DROP TABLE messages_fts")
+    _sql(store, "DROP TABLE hs_fts")
     assert "no such table" in (_db_opens_cleanly(store) or "")
 
 
 def test_an_index_rejecting_writes_is_found_by_the_write_probe(store: Path) -> None:
-    _sql(store, "UPDATE messages_fts_data SET block = X'0000' WHERE id = 10")
+    _sql(store, "UPDATE hs_fts_data SET block = X'0000' WHERE id = 10")
     reason = _db_opens_cleanly(store)
     assert reason is not None
     con = sqlite3.connect(store)
@@ -128,7 +128,7 @@ def test_a_healthy_store_is_already_healthy_and_not_backed_up(store: Path) -> No
 
 def test_an_index_rejecting_writes_is_rebuilt(store: Path) -> None:
     before = _rows(store)
-    _sql(store, "UPDATE messages_fts_data SET block = X'0000' WHERE id = 10")
+    _sql(store, "UPDATE hs_fts_data SET block = X'0000' WHERE id = 10")
     result = repair_state_db_schema(store)
     assert result["repaired"] is True and result["strategy"] == "rebuild_fts"
     assert result["error"] is None
@@ -141,7 +141,7 @@ def test_an_index_rejecting_writes_is_rebuilt(store: Path) -> None:
 def test_duplicate_schema_rows_are_removed_keeping_the_first(store: Path) -> None:
     before = _rows(store)
     _sql(store, "INSERT INTO sqlite_master SELECT * FROM sqlite_master "
-                "WHERE name = 'messages_fts'", writable_schema=True)
+                "WHERE name = 'hs_fts'", writable_schema=True)
     assert "malformed database schema" in (_db_opens_cleanly(store) or "")
     result = repair_state_db_schema(store)
     assert (result["repaired"], result["strategy"]) == (True, "dedup_schema")
@@ -152,11 +152,11 @@ def test_duplicate_schema_rows_are_removed_keeping_the_first(store: Path) -> Non
 def test_a_search_layout_past_rebuilding_is_dropped_and_the_next_open_rebuilds_it(
         store: Path) -> None:
     before = _rows(store)
-    _sql(store, "DROP TABLE messages_fts")
+    _sql(store, "DROP TABLE hs_fts")
     result = repair_state_db_schema(store)
     assert (result["repaired"], result["strategy"]) == (True, "drop_fts_rebuild")
     con = sqlite3.connect(store)
-    assert con.execute("SELECT COUNT(*) FROM sqlite_master WHERE name LIKE 'messages_fts%'"
+    assert con.execute("SELECT COUNT(*) FROM sqlite_master WHERE name LIKE 'hs_fts%'"
                        ).fetchone()[0] == 0
     con.close()
     assert _rows(store) == before
@@ -166,7 +166,7 @@ def test_a_search_layout_past_rebuilding_is_dropped_and_the_next_open_rebuilds_i
 def test_the_backup_is_raw_copies_of_the_file_and_its_sidecars(store: Path) -> None:
     keeper = sqlite3.connect(store)  # keeps the -wal and -shm in place while we copy
     keeper.execute("SELECT 1").fetchall()
-    _sql(store, "UPDATE messages_fts_data SET block = X'0000' WHERE id = 10")
+    _sql(store, "UPDATE hs_fts_data SET block = X'0000' WHERE id = 10")
     original = store.read_bytes()
     wal = Path(f"{store}-wal").read_bytes() if Path(f"{store}-wal").exists() else None
     result = repair_state_db_schema(store)
@@ -180,7 +180,7 @@ def test_the_backup_is_raw_copies_of_the_file_and_its_sidecars(store: Path) -> N
 
 
 def test_without_backup_nothing_is_copied(store: Path) -> None:
-    _sql(store, "UPDATE messages_fts_data SET block = X'0000' WHERE id = 10")
+    _sql(store, "UPDATE hs_fts_data SET block = X'0000' WHERE id = 10")
     result = repair_state_db_schema(store, backup=False)
     assert result["repaired"] is True and result["backup_path"] is None
     assert _backups(store) == []
@@ -196,7 +196,7 @@ def test_an_unrepairable_schema_reports_the_last_reason(store: Path) -> None:
 
 
 def test_a_store_held_by_another_process_is_refused(store: Path) -> None:
-    _sql(store, "UPDATE messages_fts_data SET block = X'0000' WHERE id = 10")
+    _sql(store, "UPDATE hs_fts_data SET block = X'0000' WHERE id = 10")
     before = sha256(store)
     with held_by_other_process(store, raw=True) as pid:
         result = repair_state_db_schema(store)

@@ -71,7 +71,7 @@ def test_the_search_view_and_text_of_agree_on_every_shape(head_db: Path) -> None
         con.execute("INSERT INTO sessions (id, source, started_at) VALUES ('s', 'cli', 1)")
         con.executemany("INSERT INTO messages (session_id, role, content, timestamp) "
                         "VALUES ('s', 'user', ?, 1)", [(c,) for c in contents])
-    texts = [r[0] for r in con.execute("SELECT text FROM messages_search_text ORDER BY id")]
+    texts = [r[0] for r in con.execute("SELECT text FROM hs_search_text ORDER BY id")]
     con.close()
     assert [text_of(c) for c in contents] == [t or "" for t in texts]
 

@@ -114,7 +114,7 @@ def test_a_copy_into_sqlite_has_complete_search_indexes(
     _fill(store)
     target = str(tmp_path / "searchable.db")
     copying.copy_store(store, target, batch=2)
-    assert q(target, "SELECT count(*) FROM messages_cjk_pending")[0][0] == 0
+    assert q(target, "SELECT count(*) FROM hs_cjk_pending")[0][0] == 0
     db = SessionDB(target)
     hits = db.search_messages("终端")
     words = db.search_messages("hello")
@@ -175,11 +175,11 @@ def test_search_finds_the_same_hits_in_a_copy_on_the_other_backend(
     assert all(before[query] for query in _QUERIES), before  # every query finds something
     assert after == before
     if backend == "sqlite":  # into PostgreSQL: every covered row carries its CJK tokens
-        assert q(target, "SELECT count(*) FROM messages WHERE search_cjk IS NULL "
+        assert q(target, "SELECT count(*) FROM messages WHERE hs_search_cjk IS NULL "
                          "AND role IS DISTINCT FROM 'tool'") == [(0,)]
     else:  # into SQLite: nothing left pending, the FTS5 indexes whole
-        assert q(target, "SELECT count(*) FROM messages_cjk_pending") == [(0,)]
-        q(target, "INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")
+        assert q(target, "SELECT count(*) FROM hs_cjk_pending") == [(0,)]
+        q(target, "INSERT INTO hs_fts(hs_fts) VALUES ('integrity-check')")
 
 
 def test_a_column_with_no_faithful_type_is_named_as_not_copied(

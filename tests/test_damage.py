@@ -143,7 +143,7 @@ def test_orphan_fts_shadow_tables_are_dropped_by_upgrade(legacy_db) -> None:
     fts = set(_fts_tables(path))
     orphans = [name for name in schema for suffix in SHADOW_SUFFIXES
                if name.endswith(suffix) and name[: -len(suffix)] not in fts
-               and name[: -len(suffix)].startswith("messages_fts")]
+               and name[: -len(suffix)].startswith(("messages_fts", "hs_fts"))]
     assert orphans == []
     assert _fts_integrity_errors(path) == {}
 
@@ -178,7 +178,7 @@ def test_an_index_whose_triggers_outlived_it_fails_appends_loudly_until_repair(
     # Dropped under a running store (an open puts a missing index back: it would not fail).
     with SessionDB(loaded_store) as db:
         con = sqlite3.connect(loaded_store)
-        con.execute("DROP TABLE messages_fts")  # its triggers on messages stay behind
+        con.execute("DROP TABLE hs_fts")  # its triggers on messages stay behind
         con.commit()
         con.close()
         total_before, _ = _rows_and_counters(loaded_store)
@@ -202,10 +202,10 @@ def test_an_index_whose_triggers_outlived_it_fails_appends_loudly_until_repair(
 def test_a_corrupt_index_is_reported_as_damage_never_as_no_results_and_repair_rebuilds_it(
         loaded_store: Path) -> None:
     con = sqlite3.connect(loaded_store)
-    con.execute("UPDATE messages_fts_data SET block = randomblob(length(block)) WHERE id > 10")
+    con.execute("UPDATE hs_fts_data SET block = randomblob(length(block)) WHERE id > 10")
     con.commit()
     con.close()
-    assert "messages_fts" in _fts_integrity_errors(loaded_store)
+    assert "hs_fts" in _fts_integrity_errors(loaded_store)
 
     with SessionDB(loaded_store) as db:
         with pytest.raises(StoreDamagedError, match="hermes-store repair"):
@@ -226,9 +226,9 @@ def test_search_stays_complete_when_an_index_is_missing_altogether(loaded_store:
     con = sqlite3.connect(loaded_store)
     for (trigger,) in con.execute(
             "SELECT name FROM sqlite_master WHERE type = 'trigger' "
-            "AND name GLOB 'messages_fts_[ab][diu]'").fetchall():
+            "AND name GLOB 'hs_fts_[ab][diu]'").fetchall():
         con.execute(f'DROP TRIGGER "{trigger}"')
-    con.execute("DROP TABLE messages_fts")
+    con.execute("DROP TABLE hs_fts")
     con.commit()
     con.close()
 

@@ -167,7 +167,7 @@ def test_delete_session_orphans_children_and_removes_messages(db: SessionDB, tmp
     assert db.message_count() == 0
     assert not any(f.exists() for f in files)
     if db.location.dialect == "sqlite":  # the FTS5 index (PostgreSQL's search is its own)
-        hits = db._conn.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH "
+        hits = db._conn.execute("SELECT count(*) FROM hs_fts WHERE hs_fts MATCH "
                                 "'parentword'").fetchone()[0]
         assert hits == 0
 

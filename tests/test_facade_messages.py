@@ -310,7 +310,7 @@ def _fts_hits(db: SessionDB, word: str) -> int:
     """Rows of the FTS5 word index matching ``word``; on PostgreSQL (whose search objects are
     their own) the messages that hold it."""
     if db.location.dialect == "sqlite":
-        return db._conn.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?",
+        return db._conn.execute("SELECT count(*) FROM hs_fts WHERE hs_fts MATCH ?",
                                 (word,)).fetchone()[0]
     return sql(db, "SELECT count(*) FROM messages WHERE content LIKE :w", w=f"%{word}%")[0][0]
 

@@ -322,10 +322,10 @@ def _indexed_exactly_once(path: Path) -> None:
     con = _connect(path)
     try:
         for term in ("encapsulation", "sysconfig"):
-            hits = con.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?",
+            hits = con.execute("SELECT count(*) FROM hs_fts WHERE hs_fts MATCH ?",
                                (term,)).fetchone()[0]
-            distinct = con.execute("SELECT count(DISTINCT rowid) FROM messages_fts "
-                                   "WHERE messages_fts MATCH ?", (term,)).fetchone()[0]
+            distinct = con.execute("SELECT count(DISTINCT rowid) FROM hs_fts "
+                                   "WHERE hs_fts MATCH ?", (term,)).fetchone()[0]
             assert hits == distinct > 0, term
     finally:
         con.close()
@@ -368,12 +368,12 @@ def test_optimize_storage_killed_in_any_phase_reruns_to_an_index_with_every_row_
     assert _integrity(path) == "ok"
     if phase == "backfill":  # killed between chunks: some committed, the rest still to do
         backlog = _fts_backlog(path)
-        assert 0 < int(backlog["fts_rebuild_progress"]) < int(backlog["fts_rebuild_high_water"])
+        assert 0 < int(backlog["hs_backfill_progress"]) < int(backlog["hs_backfill_high_water"])
     storage.optimize_storage(path)
 
     assert _integrity(path) == "ok"
     assert _fts_backlog(path) == {}
-    assert not {"messages_fts_old", "messages_fts_trigram_old"} & _tables(path)
+    assert not {"hs_fts_old", "hs_fts_trigram_old"} & _tables(path)
     assert _pairs(path, "SELECT id, content FROM messages") == contents_before
     _indexed_exactly_once(path)
     _counters_match_rows(path)
@@ -493,7 +493,7 @@ def test_repair_killed_inside_its_fix_leaves_the_store_as_it_was_and_a_rerun_hea
         rw.append(engine, "s1", f"encapsulation note {i}")
     eng.dispose_all()
     con = _connect(store)
-    con.execute("UPDATE messages_fts_data SET block = randomblob(length(block)) WHERE id > 10")
+    con.execute("UPDATE hs_fts_data SET block = randomblob(length(block)) WHERE id > 10")
     con.commit()
     con.close()
     contents_before = _contents(store)

@@ -16,7 +16,7 @@ from hermes_store.ops import storage
 from hermes_store.repo import bigrams as cjk
 from hermes_store.search.statements import search_messages
 
-INDEXES = ("messages_fts", "messages_fts_trigram", "messages_fts_cjk")
+INDEXES = ("hs_fts", "hs_fts_trigram", "hs_fts_cjk")
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -36,7 +36,7 @@ def catch_up(path: Path) -> None:
 
 def side_rows(path: Path) -> dict[int, tuple[str, str | None]]:
     with connect(path) as con:
-        return {r[0]: (r[1], r[2]) for r in con.execute("SELECT id, text, calls FROM messages_cjk")}
+        return {r[0]: (r[1], r[2]) for r in con.execute("SELECT id, text, calls FROM hs_cjk")}
 
 
 def expected_side_rows(path: Path) -> dict[int, tuple[str, str | None]]:
@@ -78,27 +78,27 @@ def test_head_has_three_external_content_indexes_and_no_text_copy(store: Path) -
             assert name in tables
             assert name + "_content" not in tables  # no inline copy of the text
         sql = {r[0]: r[1] for r in con.execute("SELECT name, sql FROM sqlite_master")}
-    assert "content='messages_fts_src'" in sql["messages_fts"]
-    assert "tokenize='trigram'" in sql["messages_fts_trigram"]
-    assert "tool_calls" not in sql["messages_fts_trigram"]
-    assert "content='messages_cjk'" in sql["messages_fts_cjk"]
+    assert "content='hs_fts_src'" in sql["hs_fts"]
+    assert "tokenize='trigram'" in sql["hs_fts_trigram"]
+    assert "tool_calls" not in sql["hs_fts_trigram"]
+    assert "content='hs_cjk'" in sql["hs_fts_cjk"]
     assert integrity(store) == {}
 
 
 def test_tool_rows_are_word_indexed_by_their_first_8192_characters(store: Path) -> None:
     with connect(store) as con:
         [(length,)] = con.execute(
-            "SELECT length(content) FROM messages_fts_src WHERE id = 3").fetchall()
+            "SELECT length(content) FROM hs_fts_src WHERE id = 3").fetchall()
         assert length == 8192
-        assert con.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH 'beyondprefix'"
+        assert con.execute("SELECT rowid FROM hs_fts WHERE hs_fts MATCH 'beyondprefix'"
                            ).fetchall() == []
 
 
 def test_trigram_leaves_out_tool_rows_and_cron_sessions(store: Path) -> None:
     with connect(store) as con:
-        assert {r[0] for r in con.execute("SELECT id FROM messages_fts_trigram_src")} == {1, 2, 5}
-        assert con.execute("SELECT rowid FROM messages_fts_trigram "
-                           "WHERE messages_fts_trigram MATCH '\"terminal\"'").fetchall() == []
+        assert {r[0] for r in con.execute("SELECT id FROM hs_fts_trigram_src")} == {1, 2, 5}
+        assert con.execute("SELECT rowid FROM hs_fts_trigram "
+                           "WHERE hs_fts_trigram MATCH '\"terminal\"'").fetchall() == []
 
 
 def test_cjk_side_rows_cover_cjk_text_in_trigram_scope(store: Path) -> None:
@@ -112,8 +112,8 @@ def test_flag_updates_never_touch_an_index(store: Path) -> None:
     def snapshot() -> list:
         with connect(store) as con:
             return [con.execute(f"SELECT * FROM {t}").fetchall() for t in (
-                "messages_fts_data", "messages_fts_trigram_data", "messages_fts_cjk_data",
-                "messages_cjk", "messages_cjk_pending")]
+                "hs_fts_data", "hs_fts_trigram_data", "hs_fts_cjk_data",
+                "hs_cjk", "hs_cjk_pending")]
 
     before = snapshot()
     with connect(store) as con:
@@ -147,7 +147,7 @@ def test_plain_sql_writes_from_any_client_keep_every_index_consistent(store: Pat
                     "VALUES ('b', 'user', '任务 resumed', 21)")
     assert integrity(store) == {}
     with connect(store) as con:
-        pending = {r[0] for r in con.execute("SELECT id FROM messages_cjk_pending")}
+        pending = {r[0] for r in con.execute("SELECT id FROM hs_cjk_pending")}
     assert pending  # recorded by plain triggers, for the library to derive
     assert 1 not in side_rows(store)  # stale bigrams never outlive the text they came from
     catch_up(store)
@@ -179,7 +179,7 @@ def test_sync_messages_is_the_writers_path_and_clears_pending(store: Path) -> No
     new_id = run_write(open_engine(store), append)
     assert side_rows(store)[new_id][0].startswith("写入 入路 路径 径\ue000")
     with connect(store) as con:
-        assert con.execute("SELECT count(*) FROM messages_cjk_pending").fetchone()[0] == 0
+        assert con.execute("SELECT count(*) FROM hs_cjk_pending").fetchone()[0] == 0
 
 
 def test_writers_drain_rows_other_programs_left_pending(store: Path) -> None:
@@ -203,13 +203,13 @@ def test_multimodal_payloads_are_never_indexed(store: Path) -> None:
                     "VALUES ('a', 'user', ?, 50)", (content,))
         con.execute("INSERT INTO messages (session_id, role, content, timestamp) "
                     "VALUES ('a', 'user', ?, 51)", ("\x00json:{broken",))
-        src = dict(con.execute("SELECT id, content FROM messages_fts_src WHERE id > 5"))
+        src = dict(con.execute("SELECT id, content FROM hs_fts_src WHERE id > 5"))
     assert list(src.values()) == ["see 图片 here", ""]
     catch_up(store)
     assert integrity(store) == {}
     with connect(store) as con:
-        for table, term in (("messages_fts", "AAAA"), ("messages_fts", "image_url"),
-                            ("messages_fts_trigram", '"data"')):
+        for table, term in (("hs_fts", "AAAA"), ("hs_fts", "image_url"),
+                            ("hs_fts_trigram", '"data"')):
             assert con.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ?",
                                (term,)).fetchall() == []
 
@@ -277,3 +277,34 @@ def test_orphan_shadow_tables_do_not_block_the_upgrade(store_path: Path) -> None
         con.execute("CREATE TABLE messages_fts_cjk_config (k PRIMARY KEY, v) WITHOUT ROWID")
     assert migrate.upgrade(store_path).at_head
     assert integrity(store_path) == {}
+
+
+# --------------------------------------------------------------------------- FTS5's own commands
+
+FTS5_COMMANDS = ("INSERT INTO {t} ({t}) VALUES ('rebuild')",
+                 "INSERT INTO {t} ({t}) VALUES ('integrity-check')",
+                 "INSERT INTO {t} ({t}, rank) VALUES ('integrity-check', 1)",
+                 "INSERT INTO {t} ({t}) VALUES ('optimize')",
+                 "INSERT INTO {t} ({t}, rank) VALUES ('merge', 16)")
+
+
+@pytest.mark.parametrize("index", INDEXES)
+def test_fts5_own_commands_work_on_every_index_from_a_plain_client(store: Path,
+                                                                    index: str) -> None:
+    # A multimodal row (the JSON-part text the views once read through json_each), an edit of
+    # it to plain text and back, and a deleted row: the index must still match its source.
+    parts = '\x00json:[{"type": "text", "text": "漢字 multimodal words"}, {"type": "image_url"}]'
+    with connect(store) as con:
+        con.execute("INSERT INTO messages (session_id, role, content, timestamp) "
+                    "VALUES ('a', 'user', ?, 60)", (parts,))
+        con.execute("UPDATE messages SET content = 'plain now' WHERE id = 1")
+        con.execute("UPDATE messages SET content = ? WHERE id = 1", (parts,))
+        con.execute("DELETE FROM messages WHERE id = 2")
+    catch_up(store)
+    with connect(store) as con:
+        for stmt in FTS5_COMMANDS:
+            con.execute(stmt.format(t=index))
+    assert integrity(store) == {}
+    with reading(open_engine(store)) as conn:
+        assert {h["id"] for h in search_messages(conn, "multimodal")} == {1, 6}
+        assert {h["id"] for h in search_messages(conn, "漢字")} == {1, 6}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import sqlite3
 import string
 import time
@@ -810,9 +811,9 @@ def pg_query_db(pg_server) -> Iterator[object]:
     conn.execute("CREATE TABLE m (id int PRIMARY KEY, content text, tool_name text, w tsvector)")
     for mask in range(1 << len(VOCAB)):
         words = [w for i, w in enumerate(VOCAB) if mask >> i & 1]
-        conn.execute("INSERT INTO m VALUES (%s, %s, %s, to_tsvector('hermes_search', "
-                     "hermes_word_text(COALESCE(%s, ''))) || to_tsvector('hermes_search', "
-                     "hermes_word_text(COALESCE(%s, ''))))",
+        conn.execute("INSERT INTO m VALUES (%s, %s, %s, to_tsvector('hs_search', "
+                     "hs_word_text(COALESCE(%s, ''))) || to_tsvector('hs_search', "
+                     "hs_word_text(COALESCE(%s, ''))))",
                      (mask + 1, " ".join(words[::2]) or None, " ".join(words[1::2]) or None,
                       " ".join(words[::2]) or None, " ".join(words[1::2]) or None))
     yield conn
@@ -852,10 +853,10 @@ def test_tree_tsquery_agrees_with_like_on_postgresql(pg_query_db: object, query:
     if tree is None:
         return
     conn = pg_query_db
-    whole = _pg_ids(conn, "SELECT id FROM m WHERE w @@ to_tsquery('hermes_search', %s)",
+    whole = _pg_ids(conn, "SELECT id FROM m WHERE w @@ to_tsquery('hs_search', %s)",
                     (word_query(tree),))
     per_term = evaluate_tree(tree, lambda t: _pg_ids(
-        conn, "SELECT id FROM m WHERE w @@ to_tsquery('hermes_search', %s)", (word_query(t),)))
+        conn, "SELECT id FROM m WHERE w @@ to_tsquery('hs_search', %s)", (word_query(t),)))
     where, params = like_condition(tree, ["content", "tool_name"])
     like = _pg_ids(conn, "SELECT id FROM m WHERE " + where, params)
     assert whole == per_term == like
@@ -870,7 +871,7 @@ def test_rendered_trees_are_valid_tsqueries_on_postgresql(pg_query_db: object, r
     if tree is None:
         return
     conn: Any = pg_query_db
-    conn.execute("SELECT count(*) FROM m WHERE w @@ to_tsquery('hermes_search', %s)",
+    conn.execute("SELECT count(*) FROM m WHERE w @@ to_tsquery('hs_search', %s)",
                  (word_query(tree),)).fetchone()
     conn.execute("SELECT count(*) FROM big WHERE v @@ %s::tsquery",
                  (bigram_query(tree),)).fetchone()
@@ -888,8 +889,9 @@ def _revision(filename: str) -> Any:
 
 
 def test_postgresql_search_ddl_is_the_revisions() -> None:
-    """db/derived.py's live copy says exactly what revisions 0018 and 0020 run: 0018's layout,
-    its word column replaced by 0020's, which reads the text through 0020's function."""
+    """db/derived.py's live copy says exactly what revisions 0018, 0020 and 0022 make: 0018's
+    layout, its word column replaced by 0020's, which reads the text through 0020's function,
+    every name as 0022 renamed it."""
     from hermes_store.db.derived import PG_SEPARATOR_CLASS, PG_STATEMENTS, PG_WORD_SEPARATORS
 
     first, words = _revision("0018_pg_search_indexes.py"), _revision(
@@ -898,6 +900,9 @@ def test_postgresql_search_ddl_is_the_revisions() -> None:
     column = head.index(words.OLD_WORD_COLUMN)
     head[column:column + 1] = [words.WORD_TEXT_FUNCTION, words.WORD_COLUMN]
     assert words.WORD_INDEX in head
+    # Revision 0022 gave every object its name of our own.
+    for _, old, new, _ in _revision("0022_derived_names_of_our_own.py").PG_RENAMES:
+        head = [re.sub(rf"(?<![A-Za-z0-9_]){old}(?![A-Za-z0-9_])", new, sql) for sql in head]
     assert head == [sql for _, sql in PG_STATEMENTS]
     assert words.SEPARATORS == PG_WORD_SEPARATORS
     assert words._separator_class(words.SEPARATORS) == PG_SEPARATOR_CLASS

@@ -13,13 +13,14 @@ from hermes_store.db import derived as layout
 from hermes_store.db.engine import open_engine, run_write
 
 # What counts as derived: every view, every FTS5 table, every trigger on the tables search
-# derives from, and the CJK side tables with their triggers.
+# derives from, and every other object under our prefix (side tables, their triggers), FTS5's
+# shadow tables aside.
 _DERIVED = """
 SELECT type, name FROM sqlite_master
 WHERE type = 'view'
    OR (type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%')
    OR (type = 'trigger' AND tbl_name IN ('messages', 'sessions'))
-   OR name LIKE 'messages\\_cjk%' ESCAPE '\\'
+   OR (name LIKE 'hs\\_%' ESCAPE '\\' AND NOT (type = 'table' AND sql LIKE 'CREATE TABLE ''%'))
 """
 
 
@@ -61,13 +62,13 @@ def test_a_fresh_store_misses_nothing_and_recreating_changes_nothing(head_db: Pa
 def test_dropped_objects_come_back_with_the_head_definition(head_db: Path) -> None:
     con = sqlite3.connect(head_db)
     with con:
-        con.execute("DROP TABLE messages_fts")
-        con.execute("DROP TRIGGER messages_fts_insert")
-        con.execute("DROP VIEW messages_search_scope")
+        con.execute("DROP TABLE hs_fts")
+        con.execute("DROP TRIGGER hs_fts_ai")
+        con.execute("DROP VIEW hs_search_scope")
     con.close()
     engine = open_engine(head_db)
     assert run_write(engine, layout.missing_objects) == [
-        "messages_search_scope", "messages_fts", "messages_fts_insert"]
+        "hs_search_scope", "hs_fts", "hs_fts_ai"]
     assert run_write(engine, layout.recreate_missing) == [
-        "messages_search_scope", "messages_fts", "messages_fts_insert"]
+        "hs_search_scope", "hs_fts", "hs_fts_ai"]
     assert run_write(engine, layout.missing_objects) == []

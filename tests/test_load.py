@@ -150,7 +150,7 @@ def test_search_index_matches_the_rows_after_concurrent_writes(load_run: LoadRun
             con.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
         total = con.execute("SELECT count(*) FROM messages").fetchone()[0]
         gateway_hits = con.execute(
-            "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'kubernetes'").fetchone()[0]
+            "SELECT count(*) FROM hs_fts WHERE hs_fts MATCH 'kubernetes'").fetchone()[0]
     finally:
         con.close()
     assert total == sum(len(w["written"]) for w in writers)

@@ -126,10 +126,10 @@ def test_token_counters_are_exact(server_load: ServerLoad) -> None:
 def test_every_row_is_in_the_search_columns_and_found(server_load: ServerLoad) -> None:
     url = server_load.url
     [(pending, words, cjk)] = _rows(url, """
-        SELECT count(*) FILTER (WHERE search_cjk IS NULL AND role <> 'tool'),
-               count(*) FILTER (WHERE search_words @@ to_tsquery('hermes_search', 'kubernetes')
-                                  OR search_cjk @@ '''kubernetes'''::tsquery),
-               count(*) FILTER (WHERE search_cjk @@ CAST(:cjk AS tsquery))
+        SELECT count(*) FILTER (WHERE hs_search_cjk IS NULL AND role <> 'tool'),
+               count(*) FILTER (WHERE hs_search_words @@ to_tsquery('hs_search', 'kubernetes')
+                                  OR hs_search_cjk @@ '''kubernetes'''::tsquery),
+               count(*) FILTER (WHERE hs_search_cjk @@ CAST(:cjk AS tsquery))
         FROM messages""", cjk="'部署':A")
     assert (pending, words, cjk) == (0, HOSTS * TURNS, HOSTS * TURNS)
     with SessionDB(url, readonly=True) as db:

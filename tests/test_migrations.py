@@ -169,7 +169,7 @@ def test_old_search_terms_are_still_found(legacy_db, version: int) -> None:
             assert expected, term
             # Substrings of covered rows stay in the trigram index; CJK terms reach every row
             # (tool output and cron traffic included) through the LIKE route of a source filter.
-            assert _match(path, "messages_fts_trigram", term) >= expected & covered, term
+            assert _match(path, "hs_fts_trigram", term) >= expected & covered, term
             if any(ord(ch) > 0x3000 for ch in term):
                 assert _search_ids(path, term.strip('"')) >= expected & covered, term
                 assert _search_ids(path, term.strip('"'), source_filter=every_source) >= expected

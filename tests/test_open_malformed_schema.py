@@ -41,7 +41,7 @@ def _break(path: Path, statement: str) -> None:
     con.close()
 
 
-DUPLICATE = "INSERT INTO sqlite_master SELECT * FROM sqlite_master WHERE name = 'messages_fts'"
+DUPLICATE = "INSERT INTO sqlite_master SELECT * FROM sqlite_master WHERE name = 'hs_fts'"
 UNREPAIRABLE = "UPDATE sqlite_master SET sql = 'CREATE TABLE sessions(' WHERE name = 'sessions'"
 
 

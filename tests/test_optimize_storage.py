@@ -115,12 +115,12 @@ def assert_fully_indexed(path: Path) -> None:
         assert bigrams.pending_count(conn) == 0
     con = sqlite3.connect(path)
     try:
-        for index, source in (("messages_fts", "messages_fts_src"),
-                              ("messages_fts_trigram", "messages_fts_trigram_src")):
+        for index, source in (("hs_fts", "hs_fts_src"),
+                              ("hs_fts_trigram", "hs_fts_trigram_src")):
             docs = con.execute(f"SELECT count(*) FROM {index}_docsize").fetchone()[0]
             assert docs == con.execute(f"SELECT count(*) FROM {source}").fetchone()[0]
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        side = {r[0]: r[1] for r in con.execute("SELECT id, text FROM messages_cjk")}
+        side = {r[0]: r[1] for r in con.execute("SELECT id, text FROM hs_cjk")}
     finally:
         con.close()
     assert not tables & set(storage.RETIRED)
@@ -135,8 +135,8 @@ def test_upgrade_of_a_large_inline_store_opens_a_window_and_retires_cheaply(inli
     con = sqlite3.connect(path)
     try:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        assert {"messages_fts_old", "messages_fts_trigram_old"} <= tables
-        assert con.execute("SELECT count(*) FROM messages_fts_docsize").fetchone()[0] == 0
+        assert {"hs_fts_old", "hs_fts_trigram_old"} <= tables
+        assert con.execute("SELECT count(*) FROM hs_fts_docsize").fetchone()[0] == 0
     finally:
         con.close()
 
@@ -179,7 +179,7 @@ def test_optimize_storage_backfills_retires_and_returns_space(inline_store) -> N
     assert order.index("teardown") < order.index("vacuum")
     assert ("backfill", ROWS, ROWS) in phases
     assert report.rows_backfilled == ROWS
-    assert report.tables_dropped == ["messages_fts_old", "messages_fts_trigram_old"]
+    assert report.tables_dropped == ["hs_fts_old", "hs_fts_trigram_old"]
     assert report.bytes_after < report.bytes_before
     assert os.path.getsize(path) == report.bytes_after
 
@@ -283,8 +283,8 @@ def test_an_unreadable_backfill_window_fails_instead_of_reading_as_closed(inline
     path, _ = inline_store
     con = sqlite3.connect(path)
     with con:
-        con.execute("DROP VIEW fts_backfill_window")
-        con.execute("CREATE VIEW fts_backfill_window AS SELECT lo, hi FROM lost_window_table")
+        con.execute("DROP VIEW hs_backfill_window")
+        con.execute("CREATE VIEW hs_backfill_window AS SELECT lo, hi FROM lost_window_table")
     con.close()
     with pytest.raises(sqlite3.OperationalError, match="lost_window_table"):
         storage.optimize_storage(path, vacuum=False)
@@ -293,12 +293,12 @@ def test_an_unreadable_backfill_window_fails_instead_of_reading_as_closed(inline
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     finally:
         con.close()
-    assert {"messages_fts_old", "messages_fts_trigram_old"} <= tables
+    assert {"hs_fts_old", "hs_fts_trigram_old"} <= tables
 
 
 def test_a_store_before_the_window_view_has_no_window(head_db: Path) -> None:
     con = sqlite3.connect(head_db)
     with con:
-        con.execute("DROP VIEW fts_backfill_window")
+        con.execute("DROP VIEW hs_backfill_window")
     con.close()
     assert window(head_db) is None

@@ -25,22 +25,22 @@ SESSIONS, MESSAGES = 2_000, 30_000
 CJK_TEXT = "数据库迁移完成了，通信正常 docker"
 # What each kind must read ``messages`` through (every kind: never a sequential scan).
 KINDS: dict[str, tuple[str, dict[str, Any], str]] = {
-    "word": ("rare17", {}, "idx_messages_search_words"),
-    "phrase": ('"rare17 filler"', {}, "idx_messages_search_words"),
-    "prefix": ("rare17*", {}, "idx_messages_search_words"),
-    "cjk2": ("通信", {}, "idx_messages_search_cjk"),
-    "cjk1": ("迁", {}, "idx_messages_search_cjk"),
-    "mixed": ("docker 数据库", {}, "idx_messages_search"),
+    "word": ("rare17", {}, "hs_idx_messages_words"),
+    "phrase": ('"rare17 filler"', {}, "hs_idx_messages_words"),
+    "prefix": ("rare17*", {}, "hs_idx_messages_words"),
+    "cjk2": ("通信", {}, "hs_idx_messages_cjk"),
+    "cjk1": ("迁", {}, "hs_idx_messages_cjk"),
+    "mixed": ("docker 数据库", {}, "hs_idx_messages"),
 }
 # One statement, never prepared (time order, filters); what its plan reads ``messages`` by.
 TIMED: dict[str, tuple[str, dict[str, Any], str]] = {
-    "newest": ("needle", {"sort": "newest"}, "idx_messages_search_words"),
-    "oldest": ("needle", {"sort": "oldest"}, "idx_messages_search_words"),
-    "substring": ("据库迁", {}, "idx_messages_search_trgm"),  # unranked: newest first
+    "newest": ("needle", {"sort": "newest"}, "hs_idx_messages_words"),
+    "oldest": ("needle", {"sort": "oldest"}, "hs_idx_messages_words"),
+    "substring": ("据库迁", {}, "hs_idx_messages_trgm"),  # unranked: newest first
     "filtered": ("rare17", {"source_filter": ["cli"], "role_filter": ["assistant"]},
-                 "idx_messages_search_words"),  # ranked, but filters need their values
+                 "hs_idx_messages_words"),  # ranked, but filters need their values
     # A term in every row: walk the time index and stop at the page.
-    "newest common": ("filler", {"sort": "newest"}, "idx_messages_search_time"),
+    "newest common": ("filler", {"sort": "newest"}, "hs_idx_messages_time"),
 }
 
 
@@ -57,7 +57,7 @@ def _filled(pg_server: PgServer, cjk_every: int) -> str:
             "CASE WHEN g %% 3 = 0 THEN 'telegram' ELSE 'cli' END, g "
             "FROM generate_series(1, %(n)s) AS g", {"n": SESSIONS}),
         conn.exec_driver_sql(
-            "INSERT INTO messages (session_id, role, content, timestamp, search_cjk) "
+            "INSERT INTO messages (session_id, role, content, timestamp, hs_search_cjk) "
             "SELECT 's' || (1 + g %% %(sessions)s), CASE WHEN g %% 5 = 3 THEN 'tool' "
             "WHEN g %% 2 = 0 THEN 'user' ELSE 'assistant' END, "
             "CASE WHEN g %% %(every)s = 0 THEN %(cjk_text)s "
@@ -175,7 +175,7 @@ def test_a_statement_whose_plan_depends_on_its_values_is_never_prepared(
     plan = _plan(big_store, page.text, page.params, generic=False)
     assert "Seq Scan on messages" not in plan and index in plan, plan
     # A rare term reads its index and sorts the few hits; a common one never sorts them all.
-    assert ("Bitmap" in plan) == (index != "idx_messages_search_time"), plan
+    assert ("Bitmap" in plan) == (index != "hs_idx_messages_time"), plan
     plan = _plan(big_store, rows.text, rows.params, generic=True)
     assert "Seq Scan on messages" not in plan and "pk_messages" in plan, plan
 
@@ -195,4 +195,4 @@ def test_a_time_ordered_search_for_a_term_in_few_rows_or_none_reads_the_index(
     recorded = _recorded(latin_store, query, {"sort": "newest"}, found=query.startswith("needle"))
     page = next(s for s in recorded if s.prepare is False)
     plan = _plan(latin_store, page.text, page.params, generic=False)
-    assert "idx_messages_search_time" not in plan and "Bitmap" in plan, plan
+    assert "hs_idx_messages_time" not in plan and "Bitmap" in plan, plan

@@ -180,7 +180,7 @@ def test_the_word_text_function_replaces_the_table_alone(pg_store: str) -> None:
     """PostgreSQL reads the escaped class as Python does, at every code point."""
     changed = run_write(open_engine(pg_store), lambda c: c.execute(text(
         "SELECT array_agg(i), array_agg(DISTINCT w) FROM ("
-        "  SELECT i, hermes_word_text('a' || chr(i) || 'b') AS w"
+        "  SELECT i, hs_word_text('a' || chr(i) || 'b') AS w"
         "  FROM generate_series(1, 1114111) AS i WHERE i NOT BETWEEN 55296 AND 57343) AS t "
         "WHERE w <> 'a' || chr(i) || 'b'")).one())
     assert set(changed[0]) == _replaced()
@@ -215,18 +215,20 @@ def _messages(location: str) -> list[tuple]:
             "FROM messages ORDER BY id"))]
 
 
-def _word_column_finds(location: str, word: str) -> bool:
+def _word_column_finds(location: str, word: str, *, head: bool = True) -> bool:
+    # Below revision 0022 the column and configuration had their former names.
+    column, config = ("hs_search_words", "hs_search") if head else ("search_words", "hermes_search")
     with reading(open_engine(location)) as conn:
         return bool(conn.execute(text(
-            "SELECT count(*) FROM messages WHERE search_words @@ "
-            "to_tsquery('hermes_search', :w)"), {"w": word}).scalar_one())
+            f"SELECT count(*) FROM messages WHERE {column} @@ "
+            f"to_tsquery('{config}', :w)"), {"w": word}).scalar_one())
 
 
 def test_a_store_written_at_0019_finds_the_words_after_the_upgrade(pg_empty_store: str) -> None:
     migrate.upgrade(pg_empty_store, BEFORE_WORDS)
     keys = _fill(pg_empty_store)
     before = _messages(pg_empty_store)
-    assert not _word_column_finds(pg_empty_store, "cargo")  # one "file" token at 0019
+    assert not _word_column_finds(pg_empty_store, "cargo", head=False)  # one "file" token at 0019
 
     migrate.upgrade(pg_empty_store)
     assert _messages(pg_empty_store) == before
@@ -245,8 +247,8 @@ def test_the_word_column_goes_back_to_0018s_on_downgrade(pg_empty_store: str) ->
     before = _messages(pg_empty_store)
     command.downgrade(migrate.make_config(pg_empty_store), BEFORE_WORDS)
     assert _messages(pg_empty_store) == before
-    assert not _word_column_finds(pg_empty_store, "cargo")
-    assert _word_column_finds(pg_empty_store, "adder/Cargo.toml")
+    assert not _word_column_finds(pg_empty_store, "cargo", head=False)
+    assert _word_column_finds(pg_empty_store, "adder/Cargo.toml", head=False)
     migrate.upgrade(pg_empty_store)
     assert _found(pg_empty_store, keys, "cargo") == {"cargo"}
 

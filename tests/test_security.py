@@ -66,7 +66,7 @@ def test_backups_and_recovered_copies_are_0600_whatever_the_umask(head_db: Path,
     made = [backup.backup_store(head_db, dest_dir=tmp_path / "backups").path]
     made += backup.copy_with_sidecars(head_db, tmp_path / "copies" / "state.db")
     con = sqlite3.connect(head_db)  # derived damage, so that repair backs the file up
-    con.execute("UPDATE messages_fts_data SET block = randomblob(length(block)) WHERE id > 10")
+    con.execute("UPDATE hs_fts_data SET block = randomblob(length(block)) WHERE id > 10")
     con.commit()
     con.close()
     made += [Path(p) for p in recovery.repair_store(head_db).backup]

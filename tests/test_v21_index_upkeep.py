@@ -44,17 +44,17 @@ def _segments(path: Path, table: str) -> int:
 
 def test_both_indexes_are_merged_and_counted(db: SessionDB) -> None:
     before = [m["id"] for m in db.search_messages("lemur", limit=50)]
-    assert _segments(db.db_path, "messages_fts") > 1
+    assert _segments(db.db_path, "hs_fts") > 1
     assert db.optimize_fts() == 2
-    assert _segments(db.db_path, "messages_fts") == 1
-    assert _segments(db.db_path, "messages_fts_trigram") == 1
-    assert _segments(db.db_path, "messages_fts_cjk") <= 1  # merged, not counted
+    assert _segments(db.db_path, "hs_fts") == 1
+    assert _segments(db.db_path, "hs_fts_trigram") == 1
+    assert _segments(db.db_path, "hs_fts_cjk") <= 1  # merged, not counted
     assert [m["id"] for m in db.search_messages("lemur", limit=50)] == before
     assert db.optimize_fts() == 2  # repeatable
 
 
 def test_without_the_substring_index_the_count_is_one(db: SessionDB) -> None:
-    db._write(lambda c: c.exec_driver_sql("DROP TABLE messages_fts_trigram"))
+    db._write(lambda c: c.exec_driver_sql("DROP TABLE hs_fts_trigram"))
     assert db.optimize_fts() == 1
 
 
@@ -68,14 +68,14 @@ def test_a_failing_merge_is_logged_and_the_others_still_run(db: SessionDB, monke
     real = storage.merge_index
 
     def failing(conn, name: str) -> bool:  # type: ignore[no-untyped-def]
-        if name == "messages_fts":
+        if name == "hs_fts":
             raise sqlite3.OperationalError("database or disk is full")
         return real(conn, name)
 
     monkeypatch.setattr(storage, "merge_index", failing)
     caplog.set_level(logging.WARNING, logger="hermes_store.facade")
     assert db.optimize_fts() == 1
-    assert any("merging messages_fts failed" in r.getMessage() for r in caplog.records)
+    assert any("merging hs_fts failed" in r.getMessage() for r in caplog.records)
 
 
 def test_every_thousandth_write_merges_after_its_transaction(db: SessionDB,

@@ -23,8 +23,13 @@ RECOVER_EXIT = {"complete": 0, "inspected": 0, "partial": 8, "nothing": 7, "dama
 @click.option("--no-backup", is_flag=True, help="Skip the copy taken before fixing.")
 @click.option("--force", is_flag=True, help="Fix even if other processes hold the store.")
 @click.option("--full", is_flag=True, help="integrity_check instead of quick_check (slow).")
+@click.option("--drop-agent-cjk", "drop_agent_cjk", is_flag=True,
+              help="Also remove the agent's own CJK search objects (messages_fts_cjk, its view "
+                   "and triggers), for a Python that cannot load its tokenizer; the agent "
+                   "rebuilds them when it next loads its library.")
 @click.pass_obj
-def repair(obj: Ctx, check_only: bool, no_backup: bool, force: bool, full: bool) -> None:
+def repair(obj: Ctx, check_only: bool, no_backup: bool, force: bool, full: bool,
+           drop_agent_cjk: bool) -> None:
     """Probe the store for damage and fix what can be fixed in place.
 
     Probes: the file opens, quick_check, FTS5 integrity-check per index, a rolled-back write
@@ -48,7 +53,7 @@ def repair(obj: Ctx, check_only: bool, no_backup: bool, force: bool, full: bool)
         from hermes_store.ops import repair as recovery
 
         report = recovery.repair_store(obj.db, check_only=check_only, backup=not no_backup,
-                                       force=force, full=full)
+                                       force=force, full=full, drop_agent=drop_agent_cjk)
 
     def render() -> None:
         con = out_console()

@@ -22,16 +22,43 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, MetaData, Table, inspect
 
-# Our FTS5 indexes, live and retired (revision 0013 renamed the inline ones to ``…_old``). Only
-# these names are treated as ours: a user table called "app_config" is never touched.
-FTS_INDEXES = ("messages_fts", "messages_fts_trigram", "messages_fts_cjk")
-RETIRED_FTS_INDEXES = ("messages_fts_old", "messages_fts_trigram_old", "messages_fts_cjk_old")
+from hermes_store.db import names
+
+# Our FTS5 indexes, live and retired (an adopted file's inline ones, renamed aside). Only these
+# names are treated as ours: a user table called "app_config" is never touched, nor the agent's
+# own indexes (AGENT_SEARCH_OBJECTS).
+FTS_INDEXES = names.FTS_INDEXES
+RETIRED_FTS_INDEXES = names.RETIRED_FTS_INDEXES
 FTS_TABLES = FTS_INDEXES + RETIRED_FTS_INDEXES
+# The names our indexes had before revision 0022 (they are the agent's): a file upgraded from
+# then may hold their orphaned shadow tables, which block a CREATE of the same name.
+FORMER_FTS_TABLES = ("messages_fts", "messages_fts_trigram", "messages_fts_cjk",
+                     "messages_fts_old", "messages_fts_trigram_old", "messages_fts_cjk_old")
 FTS_SHADOW_SUFFIXES = ("_data", "_idx", "_content", "_docsize", "_config")
 # The CJK side table: the bigram index is in use once it exists.
-CJK_SIDE_TABLE = "messages_cjk"
+CJK_SIDE_TABLE = names.CJK_SIDE
 # The view over the two ``state_meta`` markers of an unfinished backfill (revisions 0013/0014).
-BACKFILL_WINDOW_VIEW = "fts_backfill_window"
+BACKFILL_WINDOW_VIEW = names.BACKFILL_WINDOW
+
+# The agent's own search objects (docs/mixed-fleets.md#names-of-our-own): it creates them by
+# these names on every open, and the CJK ones only where its native tokenizer loads. None is ours.
+AGENT_WORD_OBJECTS = ("messages_fts", "messages_fts_src", "messages_fts_insert",
+                      "messages_fts_delete", "messages_fts_update")
+AGENT_TRIGRAM_OBJECTS = ("messages_fts_trigram", "messages_fts_trigram_src",
+                         "messages_fts_trigram_insert", "messages_fts_trigram_delete",
+                         "messages_fts_trigram_update")
+AGENT_CJK_INDEX = "messages_fts_cjk"
+AGENT_CJK_VIEW = "messages_fts_cjk_src"
+AGENT_CJK_TRIGGERS = ("messages_fts_cjk_insert", "messages_fts_cjk_delete",
+                      "messages_fts_cjk_update")
+AGENT_CJK_TOKENIZER = "cjk_unicode61"
+AGENT_SEARCH_OBJECTS = (AGENT_WORD_OBJECTS + AGENT_TRIGRAM_OBJECTS
+                        + (AGENT_CJK_INDEX, AGENT_CJK_VIEW) + AGENT_CJK_TRIGGERS)
+
+
+def is_ours(name: str | None) -> bool:
+    """Whether ``name`` is one of our derived objects (never one of the agent's)."""
+    return names.is_ours(name)
 
 Reader = Connection | sqlite3.Connection
 
@@ -74,7 +101,7 @@ def _rows(conn: Reader, sql: str, params: Sequence[Any] = ()) -> list[Any]:
 # Search objects revisions add beside the modelled columns (FTS5 tables and their shadow tables on
 # SQLite; tsvector columns and their indexes on PostgreSQL): derived data, never drift, never
 # part of a message dict, whichever way they are reflected.
-DERIVED_NAME_PREFIXES = ("messages_fts", "messages_cjk", "fts_", "search_",
+DERIVED_NAME_PREFIXES = (names.PREFIX, "messages_fts", "messages_cjk", "fts_", "search_",
                          "idx_messages_search", "idx_messages_fts", "idx_messages_trgm")
 
 
@@ -183,25 +210,25 @@ class SearchLayout:
     window: tuple[int, int] | None
 
 
-_LAYOUT_NAMES = ("messages_fts", "messages_fts_trigram", CJK_SIDE_TABLE, "messages_fts_old",
-                 "messages_fts_trigram_old")
+_LAYOUT_NAMES = (names.WORD_INDEX, names.TRIGRAM_INDEX, CJK_SIDE_TABLE,
+                 names.RETIRED_WORD_INDEX, names.RETIRED_TRIGRAM_INDEX)
 # One statement, run before every search: the index tables present, whether the window view
 # exists, and whether a window is recorded at all (nearly always not, so the view is rarely read).
 _LAYOUT = f"""
 SELECT (SELECT json_group_array(name) FROM sqlite_master
         WHERE (type = 'table' AND name IN ({", ".join(f"'{t}'" for t in _LAYOUT_NAMES)}))
            OR (type = 'view' AND name = '{BACKFILL_WINDOW_VIEW}')),
-       EXISTS (SELECT 1 FROM state_meta WHERE key = 'fts_rebuild_high_water')"""
+       EXISTS (SELECT 1 FROM state_meta WHERE key = '{names.BACKFILL_HIGH_WATER}')"""
 
 
 # PostgreSQL (revision 0018): the word and CJK tsvector columns and the trigram index. A
 # PostgreSQL store never has a backfill window or retired indexes.
-_PG_LAYOUT = """
+_PG_LAYOUT = f"""
 SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('messages')
-               AND attname = 'search_words' AND NOT attisdropped),
-       to_regclass('idx_messages_search_trgm') IS NOT NULL,
+               AND attname = '{names.PG_WORD_COLUMN}' AND NOT attisdropped),
+       to_regclass('{names.PG_TRIGRAM_INDEX}') IS NOT NULL,
        EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('messages')
-               AND attname = 'search_cjk' AND NOT attisdropped)"""
+               AND attname = '{names.PG_CJK_COLUMN}' AND NOT attisdropped)"""
 _PG_LAYOUT_KEY = "hermes_search_layout"
 
 
@@ -232,11 +259,11 @@ def search_layout(conn: Connection) -> SearchLayout:
         names_json, recorded = cursor.execute(_LAYOUT).fetchone()
     finally:
         cursor.close()
-    names = frozenset(json.loads(names_json or "[]"))
-    window = _read_window(conn) if recorded and BACKFILL_WINDOW_VIEW in names else None
-    return SearchLayout("messages_fts" in names, "messages_fts_trigram" in names,
-                        CJK_SIDE_TABLE in names, "messages_fts_old" in names,
-                        "messages_fts_trigram_old" in names, window)
+    found = frozenset(json.loads(names_json or "[]"))
+    window = _read_window(conn) if recorded and BACKFILL_WINDOW_VIEW in found else None
+    return SearchLayout(names.WORD_INDEX in found, names.TRIGRAM_INDEX in found,
+                        CJK_SIDE_TABLE in found, names.RETIRED_WORD_INDEX in found,
+                        names.RETIRED_TRIGRAM_INDEX in found, window)
 
 
 def backfill_window(conn: Connection) -> tuple[int, int] | None:
@@ -369,7 +396,7 @@ def orphan_fts_shadows(table_names: Iterable[str]) -> list[str]:
     TABLE`` of that index then fails with "already exists".
     """
     present = set(table_names)
-    return [shadow for base in FTS_TABLES if base not in present
+    return [shadow for base in FTS_TABLES + FORMER_FTS_TABLES if base not in present
             for shadow in shadow_tables(base) if shadow in present]
 
 
@@ -378,8 +405,42 @@ def fts_owned(definitions: dict[str, str]) -> set[str]:
     fresh store derives or recreates rather than holding as data."""
     virtual = {n for n, sql in definitions.items()
                if sql.lstrip().upper().startswith("CREATE VIRTUAL")}
-    shadows = {s for base in virtual | set(FTS_TABLES) for s in shadow_tables(base)}
+    shadows = {s for base in virtual | set(FTS_TABLES + FORMER_FTS_TABLES)
+               for s in shadow_tables(base)}
     return virtual | (shadows & set(definitions))
+
+
+# --------------------------------------------------------------------------- SQLite: the agent's CJK
+
+
+def agent_cjk_objects(conn: Reader) -> list[SchemaObject]:
+    """The agent's own CJK search objects present in the store (its triggers first, then its
+    view and index): created by the agent only where its native tokenizer loads."""
+    found = {(o.type, o.name): o for o in objects(conn)}
+    wanted = [("trigger", t) for t in AGENT_CJK_TRIGGERS] + [("view", AGENT_CJK_VIEW)]
+    index = found.get(("table", AGENT_CJK_INDEX))
+    present = [found[w] for w in wanted if w in found]
+    if index is not None and is_agent_cjk_index(index.sql):
+        present.append(index)
+    return present
+
+
+def is_agent_cjk_index(sql: str) -> bool:
+    """Whether ``messages_fts_cjk``'s statement is the agent's index (its tokenizer, or its
+    content view), not the bigram index ours had under that name before revision 0022."""
+    return AGENT_CJK_TOKENIZER in sql or f"'{AGENT_CJK_VIEW}'" in sql
+
+
+def forget_fts5_table(conn: Connection, name: str) -> None:
+    """Drop the FTS5 table ``name`` whose tokenizer this connection cannot load (``DROP TABLE``
+    must connect to it): its catalog row goes, then its shadow tables (inside the caller's
+    transaction)."""
+    conn.exec_driver_sql("PRAGMA writable_schema = ON")
+    conn.exec_driver_sql("DELETE FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+    # RESET also reloads the schema: this connection forgets the table at once.
+    conn.exec_driver_sql("PRAGMA writable_schema = RESET")
+    for shadow in shadow_tables(name):
+        conn.exec_driver_sql(f'DROP TABLE IF EXISTS "{shadow}"')
 
 
 # --------------------------------------------------------------------------- SQLite: damaged files
@@ -405,11 +466,12 @@ def drop_duplicate_entries(con: sqlite3.Connection, kind: str, name: str) -> Non
     con.execute(_DROP_DUPLICATE, (kind, name, kind, name))
 
 
-_DROP_SEARCH_ENTRIES = r"DELETE FROM sqlite_master WHERE name LIKE 'messages\_fts%' ESCAPE '\'"
+_DROP_SEARCH_ENTRIES = (r"DELETE FROM sqlite_master WHERE name LIKE 'messages\_fts%' ESCAPE '\' "
+                        r"OR name LIKE 'hs\_%' ESCAPE '\'")
 
 
 def drop_search_entries(con: sqlite3.Connection) -> None:
-    """Delete every ``messages_fts*`` catalog row (the indexes, their shadow tables, views and
+    """Delete every ``messages_fts*`` and ``hs_*`` catalog row (the indexes, their shadow tables, views and
     triggers) of a file whose search layout no longer parses (``writable_schema`` on, inside the
     caller's transaction); a VACUUM then frees their pages."""
     con.execute(_DROP_SEARCH_ENTRIES)

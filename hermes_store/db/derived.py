@@ -21,18 +21,35 @@ from dataclasses import dataclass
 from sqlalchemy import Connection
 
 from hermes_store.content import MARKER_BYTES, marker_sql
-from hermes_store.db import catalog, engine
+from hermes_store.db import catalog, engine, names
 
 # The trigram tokenizer ships with FTS5 from SQLite 3.34; revision 0015 leaves the trigram
 # objects out on an older runtime, and substring search falls back to LIKE there.
 TRIGRAM_AVAILABLE = sqlite3.sqlite_version_info >= (3, 34, 0)
 
-_OUTSIDE_WINDOW = "NOT EXISTS (SELECT 1 FROM fts_backfill_window WHERE {id} > lo AND {id} <= hi)"
+N = names
+_OUTSIDE_WINDOW = f"NOT EXISTS (SELECT 1 FROM {N.BACKFILL_WINDOW} WHERE {{id}} > lo AND {{id}} <= hi)"
 
-# --------------------------------------------------------------------------- views (0014, 0015)
+# --------------------------------------------------------------------------- the text of a row
+# "The text of a message" has one definition, :func:`text_of`: plain content as it is; multimodal
+# content (the marker, then a JSON list of parts) reduced to its text parts, never an image or
+# base64 payload; content that is neither gives ''. SQLite's text functions stop at the NUL of
+# the marker, hence the BLOB casts.
+#
+# FTS5's own 'rebuild' and 'integrity-check' (rank=1) cannot scan a view using json_each ("SQL
+# logic error" on 3.40), so the views never do: the text of a multimodal row is derived once, when
+# it is written, into the side table ``hs_part_text`` (plain rows, nearly all of them, store
+# nothing twice), and the index triggers derive the same text from the row at hand instead of
+# reading the views, so no trigger depends on another having run first.
 
-_JSON = f"CAST(substr(CAST(m.content AS BLOB), {len(MARKER_BYTES) + 1}) AS TEXT)"
-_PARTS = f"""COALESCE((
+
+def _json(row: str) -> str:
+    return f"CAST(substr(CAST({row}.content AS BLOB), {len(MARKER_BYTES) + 1}) AS TEXT)"
+
+
+def _parts(row: str) -> str:
+    body = _json(row)
+    return f"""COALESCE((
             SELECT group_concat(CASE
                 WHEN j.type = 'text' THEN j.value
                 WHEN j.type = 'object'
@@ -40,186 +57,241 @@ _PARTS = f"""COALESCE((
                          IN ('text', 'input_text', 'output_text')
                      AND json_type(j.value, '$.text') = 'text'
                 THEN json_extract(j.value, '$.text') END, ' ')
-            FROM json_each(CASE json_type({_JSON}) WHEN 'array' THEN {_JSON}
-                                ELSE json_array(json({_JSON})) END) AS j), '')"""
+            FROM json_each(CASE json_type({body}) WHEN 'array' THEN {body}
+                                ELSE json_array(json({body})) END) AS j), '')"""
 
-SEARCH_TEXT_VIEW = f"""CREATE VIEW messages_search_text AS
+
+def _part_text(row: str) -> str:
+    return f"CASE WHEN json_valid({_json(row)}) THEN {_parts(row)} ELSE '' END"
+
+
+def text_of(row: str) -> str:
+    """SQL for the text of the ``messages`` row ``row`` (``new``, ``old``, an alias)."""
+    return (f"CASE WHEN {marker_sql(row + '.content', '<>')} THEN {row}.content "
+            f"WHEN {marker_sql(row + '.content')} THEN {_part_text(row)} ELSE '' END")
+
+
+def _word_content(row: str) -> str:
+    return (f"CASE WHEN {row}.role = 'tool' THEN substr(COALESCE({text_of(row)}, ''), 1, 8192) "
+            f"ELSE {text_of(row)} END")
+
+
+def _in_trigram_scope(row: str) -> str:
+    return (f"{row}.role IS NOT 'tool' AND EXISTS (SELECT 1 FROM sessions AS s "
+            f"WHERE s.id = {row}.session_id AND COALESCE(s.source, '') NOT IN ('cron', 'subagent'))")
+
+
+# --------------------------------------------------------------------------- views and side text
+
+# Derives the side text of every multimodal row (revision 0022, ``repair``'s rebuild).
+FILL_PART_TEXT = (f"INSERT OR REPLACE INTO {N.PART_TEXT} (id, text) "
+                  f"SELECT m.id, {_part_text('m')} FROM messages AS m "
+                  f"WHERE {marker_sql('m.content')}")
+
+PART_TEXT_TABLE = f"CREATE TABLE {N.PART_TEXT} (id INTEGER PRIMARY KEY, text TEXT NOT NULL)"
+PART_TEXT_AI = f"""CREATE TRIGGER {N.PART_TEXT_AI} AFTER INSERT ON messages
+WHEN {marker_sql('new.content')}
+BEGIN
+    INSERT OR REPLACE INTO {N.PART_TEXT} (id, text) VALUES (new.id, {_part_text('new')});
+END"""
+PART_TEXT_AU = f"""CREATE TRIGGER {N.PART_TEXT_AU} AFTER UPDATE OF content, id ON messages
+WHEN old.content IS NOT new.content OR old.id IS NOT new.id
+BEGIN
+    DELETE FROM {N.PART_TEXT} WHERE id = old.id;
+    INSERT OR REPLACE INTO {N.PART_TEXT} (id, text)
+    SELECT new.id, {_part_text('new')} WHERE {marker_sql('new.content')};
+END"""
+PART_TEXT_AD = f"""CREATE TRIGGER {N.PART_TEXT_AD} AFTER DELETE ON messages BEGIN
+    DELETE FROM {N.PART_TEXT} WHERE id = old.id;
+END"""
+
+SEARCH_TEXT_VIEW = f"""CREATE VIEW {N.SEARCH_TEXT} AS
 SELECT m.id, m.session_id, m.role, m.tool_name, m.tool_calls,
     CASE
         WHEN {marker_sql('m.content', '<>')} THEN m.content
-        WHEN json_valid({_JSON}) THEN {_PARTS}
-        ELSE ''
+        ELSE COALESCE((SELECT p.text FROM {N.PART_TEXT} AS p WHERE p.id = m.id), '')
     END AS text
 FROM messages AS m"""
-BACKFILL_WINDOW_VIEW = """CREATE VIEW fts_backfill_window AS
+BACKFILL_WINDOW_VIEW = f"""CREATE VIEW {N.BACKFILL_WINDOW} AS
 SELECT CAST(p.value AS INTEGER) AS lo, CAST(h.value AS INTEGER) AS hi
-FROM state_meta AS h JOIN state_meta AS p ON p.key = 'fts_rebuild_progress'
-WHERE h.key = 'fts_rebuild_high_water'"""
-WORD_SOURCE_VIEW = """CREATE VIEW messages_fts_src AS
+FROM state_meta AS h JOIN state_meta AS p ON p.key = '{N.BACKFILL_PROGRESS}'
+WHERE h.key = '{N.BACKFILL_HIGH_WATER}'"""
+WORD_SOURCE_VIEW = f"""CREATE VIEW {N.WORD_SOURCE} AS
 SELECT id,
     CASE WHEN role = 'tool' THEN substr(COALESCE(text, ''), 1, 8192) ELSE text END AS content,
     tool_name, tool_calls
-FROM messages_search_text"""
-SEARCH_SCOPE_VIEW = """CREATE VIEW messages_search_scope AS
+FROM {N.SEARCH_TEXT}"""
+SEARCH_SCOPE_VIEW = f"""CREATE VIEW {N.SEARCH_SCOPE} AS
 SELECT t.id, t.session_id, t.text, t.tool_name, t.tool_calls
-FROM messages_search_text AS t JOIN sessions AS s ON s.id = t.session_id
+FROM {N.SEARCH_TEXT} AS t JOIN sessions AS s ON s.id = t.session_id
 WHERE t.role IS NOT 'tool' AND COALESCE(s.source, '') NOT IN ('cron', 'subagent')"""
-TRIGRAM_SOURCE_VIEW = """CREATE VIEW messages_fts_trigram_src AS
-SELECT id, text AS content, tool_name FROM messages_search_scope"""
+TRIGRAM_SOURCE_VIEW = f"""CREATE VIEW {N.TRIGRAM_SOURCE} AS
+SELECT id, text AS content, tool_name FROM {N.SEARCH_SCOPE}"""
 
-# --------------------------------------------------------------------------- word index (0014)
-# The insert, delete and after-update triggers of both indexes carry the agent's own trigger
-# names (revision 0019): the agent's store runs ``CREATE TRIGGER IF NOT EXISTS
-# messages_fts_insert …`` on every open, and finding the name taken is what keeps it from
-# adding a second writer to our index (docs/mixed-fleets.md).
+# --------------------------------------------------------------------------- word index
 
-WORD_INDEX = """CREATE VIRTUAL TABLE messages_fts USING fts5(
+_WORD_CHANGED = ("(old.content IS NOT new.content OR old.tool_name IS NOT new.tool_name "
+                 "OR old.tool_calls IS NOT new.tool_calls OR old.role IS NOT new.role "
+                 "OR old.id IS NOT new.id)")
+
+
+def _entry(index: str, columns: str, values: str, *, delete: bool, where: str = "") -> str:
+    """The statement adding a row to ``index`` (or, with ``delete``, removing it)."""
+    command, value = (f"{index}, ", "'delete', ") if delete else ("", "")
+    head = f"INSERT INTO {index} ({command}rowid, {columns})\n    "
+    if where:
+        return f"{head}SELECT {value}{values} WHERE {where};"
+    return f"{head}VALUES ({value}{values});"
+
+
+def _word_entry(row: str, *, delete: bool = False) -> str:
+    return _entry(N.WORD_INDEX, "content, tool_name, tool_calls",
+                  f"{row}.id, {_word_content(row)}, {row}.tool_name, {row}.tool_calls",
+                  delete=delete)
+
+
+WORD_INDEX = f"""CREATE VIRTUAL TABLE {N.WORD_INDEX} USING fts5(
     content, tool_name, tool_calls,
-    content='messages_fts_src', content_rowid='id'
+    content='{N.WORD_SOURCE}', content_rowid='id'
 )"""
-WORD_AI = """CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages
-WHEN NOT EXISTS (SELECT 1 FROM fts_backfill_window WHERE new.id > lo AND new.id <= hi)
+WORD_AI = f"""CREATE TRIGGER {N.WORD_AI} AFTER INSERT ON messages
+WHEN {_OUTSIDE_WINDOW.format(id="new.id")}
 BEGIN
-    INSERT INTO messages_fts (rowid, content, tool_name, tool_calls)
-    SELECT id, content, tool_name, tool_calls FROM messages_fts_src WHERE id = new.id;
+    {_word_entry('new')}
 END"""
-WORD_BD = """CREATE TRIGGER messages_fts_delete BEFORE DELETE ON messages
-WHEN NOT EXISTS (SELECT 1 FROM fts_backfill_window WHERE old.id > lo AND old.id <= hi)
+WORD_BD = f"""CREATE TRIGGER {N.WORD_BD} BEFORE DELETE ON messages
+WHEN {_OUTSIDE_WINDOW.format(id="old.id")}
 BEGIN
-    INSERT INTO messages_fts (messages_fts, rowid, content, tool_name, tool_calls)
-    SELECT 'delete', id, content, tool_name, tool_calls FROM messages_fts_src WHERE id = old.id;
+    {_word_entry('old', delete=True)}
 END"""
-WORD_BU = """CREATE TRIGGER messages_fts_bu
+WORD_BU = f"""CREATE TRIGGER {N.WORD_BU}
 BEFORE UPDATE OF content, tool_name, tool_calls, role, id ON messages
-WHEN (old.content IS NOT new.content OR old.tool_name IS NOT new.tool_name
-      OR old.tool_calls IS NOT new.tool_calls OR old.role IS NOT new.role OR old.id IS NOT new.id)
-  AND NOT EXISTS (SELECT 1 FROM fts_backfill_window WHERE old.id > lo AND old.id <= hi)
+WHEN {_WORD_CHANGED} AND {_OUTSIDE_WINDOW.format(id="old.id")}
 BEGIN
-    INSERT INTO messages_fts (messages_fts, rowid, content, tool_name, tool_calls)
-    SELECT 'delete', id, content, tool_name, tool_calls FROM messages_fts_src WHERE id = old.id;
+    {_word_entry('old', delete=True)}
 END"""
-WORD_AU = """CREATE TRIGGER messages_fts_update
+WORD_AU = f"""CREATE TRIGGER {N.WORD_AU}
 AFTER UPDATE OF content, tool_name, tool_calls, role, id ON messages
-WHEN (old.content IS NOT new.content OR old.tool_name IS NOT new.tool_name
-      OR old.tool_calls IS NOT new.tool_calls OR old.role IS NOT new.role OR old.id IS NOT new.id)
-  AND NOT EXISTS (SELECT 1 FROM fts_backfill_window WHERE new.id > lo AND new.id <= hi)
+WHEN {_WORD_CHANGED} AND {_OUTSIDE_WINDOW.format(id="new.id")}
 BEGIN
-    INSERT INTO messages_fts (rowid, content, tool_name, tool_calls)
-    SELECT id, content, tool_name, tool_calls FROM messages_fts_src WHERE id = new.id;
+    {_word_entry('new')}
 END"""
 
-# --------------------------------------------------------------------------- trigram index (0015)
+# --------------------------------------------------------------------------- trigram index
 
 _TRIGRAM_CHANGED = ("(old.content IS NOT new.content OR old.tool_name IS NOT new.tool_name "
                     "OR old.role IS NOT new.role OR old.session_id IS NOT new.session_id "
                     "OR old.id IS NOT new.id)")
-_TRIGRAM_REMOVE_SESSION = """
-    INSERT INTO messages_fts_trigram (messages_fts_trigram, rowid, content, tool_name)
-    SELECT 'delete', t.id, t.content, t.tool_name FROM messages_fts_trigram_src AS t
+_TRIGRAM_REMOVE_SESSION = f"""
+    INSERT INTO {N.TRIGRAM_INDEX} ({N.TRIGRAM_INDEX}, rowid, content, tool_name)
+    SELECT 'delete', t.id, t.content, t.tool_name FROM {N.TRIGRAM_SOURCE} AS t
     WHERE t.id IN (SELECT id FROM messages WHERE session_id = old.id)
-      AND NOT EXISTS (SELECT 1 FROM fts_backfill_window WHERE t.id > lo AND t.id <= hi);"""
+      AND {_OUTSIDE_WINDOW.format(id="t.id")};"""
 
-TRIGRAM_INDEX = """CREATE VIRTUAL TABLE messages_fts_trigram USING fts5(
+
+def _trigram_entry(row: str, *, delete: bool = False) -> str:
+    return _entry(N.TRIGRAM_INDEX, "content, tool_name",
+                  f"{row}.id, {text_of(row)}, {row}.tool_name", delete=delete,
+                  where=_in_trigram_scope(row))
+
+
+TRIGRAM_INDEX = f"""CREATE VIRTUAL TABLE {N.TRIGRAM_INDEX} USING fts5(
     content, tool_name,
-    content='messages_fts_trigram_src', content_rowid='id', tokenize='trigram'
+    content='{N.TRIGRAM_SOURCE}', content_rowid='id', tokenize='trigram'
 )"""
-TRIGRAM_AI = f"""CREATE TRIGGER messages_fts_trigram_insert AFTER INSERT ON messages
+TRIGRAM_AI = f"""CREATE TRIGGER {N.TRIGRAM_AI} AFTER INSERT ON messages
 WHEN new.role IS NOT 'tool' AND {_OUTSIDE_WINDOW.format(id="new.id")}
 BEGIN
-    INSERT INTO messages_fts_trigram (rowid, content, tool_name)
-    SELECT id, content, tool_name FROM messages_fts_trigram_src WHERE id = new.id;
+    {_trigram_entry('new')}
 END"""
-TRIGRAM_BD = f"""CREATE TRIGGER messages_fts_trigram_delete BEFORE DELETE ON messages
+TRIGRAM_BD = f"""CREATE TRIGGER {N.TRIGRAM_BD} BEFORE DELETE ON messages
 WHEN old.role IS NOT 'tool' AND {_OUTSIDE_WINDOW.format(id="old.id")}
 BEGIN
-    INSERT INTO messages_fts_trigram (messages_fts_trigram, rowid, content, tool_name)
-    SELECT 'delete', id, content, tool_name FROM messages_fts_trigram_src WHERE id = old.id;
+    {_trigram_entry('old', delete=True)}
 END"""
-TRIGRAM_BU = f"""CREATE TRIGGER messages_fts_trigram_bu
+TRIGRAM_BU = f"""CREATE TRIGGER {N.TRIGRAM_BU}
 BEFORE UPDATE OF content, tool_name, role, session_id, id ON messages
 WHEN {_TRIGRAM_CHANGED} AND {_OUTSIDE_WINDOW.format(id="old.id")}
 BEGIN
-    INSERT INTO messages_fts_trigram (messages_fts_trigram, rowid, content, tool_name)
-    SELECT 'delete', id, content, tool_name FROM messages_fts_trigram_src WHERE id = old.id;
+    {_trigram_entry('old', delete=True)}
 END"""
-TRIGRAM_AU = f"""CREATE TRIGGER messages_fts_trigram_update
+TRIGRAM_AU = f"""CREATE TRIGGER {N.TRIGRAM_AU}
 AFTER UPDATE OF content, tool_name, role, session_id, id ON messages
 WHEN {_TRIGRAM_CHANGED} AND {_OUTSIDE_WINDOW.format(id="new.id")}
 BEGIN
-    INSERT INTO messages_fts_trigram (rowid, content, tool_name)
-    SELECT id, content, tool_name FROM messages_fts_trigram_src WHERE id = new.id;
+    {_trigram_entry('new')}
 END"""
-TRIGRAM_SESSION_BU = f"""CREATE TRIGGER messages_fts_trigram_session_bu
+TRIGRAM_SESSION_BU = f"""CREATE TRIGGER {N.TRIGRAM_SESSION_BU}
 BEFORE UPDATE OF source, id ON sessions
 WHEN old.source IS NOT new.source OR old.id IS NOT new.id
 BEGIN{_TRIGRAM_REMOVE_SESSION}
 END"""
-TRIGRAM_SESSION_AU = """CREATE TRIGGER messages_fts_trigram_session_au
+TRIGRAM_SESSION_AU = f"""CREATE TRIGGER {N.TRIGRAM_SESSION_AU}
 AFTER UPDATE OF source, id ON sessions
 WHEN old.source IS NOT new.source OR old.id IS NOT new.id
 BEGIN
-    INSERT INTO messages_fts_trigram (rowid, content, tool_name)
-    SELECT t.id, t.content, t.tool_name FROM messages_fts_trigram_src AS t
+    INSERT INTO {N.TRIGRAM_INDEX} (rowid, content, tool_name)
+    SELECT t.id, t.content, t.tool_name FROM {N.TRIGRAM_SOURCE} AS t
     WHERE t.id IN (SELECT id FROM messages WHERE session_id = new.id)
-      AND NOT EXISTS (SELECT 1 FROM fts_backfill_window WHERE t.id > lo AND t.id <= hi);
+      AND {_OUTSIDE_WINDOW.format(id="t.id")};
 END"""
-TRIGRAM_SESSION_BD = f"""CREATE TRIGGER messages_fts_trigram_session_bd BEFORE DELETE ON sessions
+TRIGRAM_SESSION_BD = f"""CREATE TRIGGER {N.TRIGRAM_SESSION_BD} BEFORE DELETE ON sessions
 BEGIN{_TRIGRAM_REMOVE_SESSION}
 END"""
 
-# --------------------------------------------------------------------- CJK bigram index (0016)
+# --------------------------------------------------------------------- CJK bigram index
 
 _CJK_CHANGED = ("(old.content IS NOT new.content OR old.tool_name IS NOT new.tool_name "
                 "OR old.tool_calls IS NOT new.tool_calls OR old.role IS NOT new.role "
                 "OR old.session_id IS NOT new.session_id OR old.id IS NOT new.id)")
 
-CJK_SIDE_TABLE = ("CREATE TABLE messages_cjk "
+CJK_SIDE_TABLE = (f"CREATE TABLE {N.CJK_SIDE} "
                   "(id INTEGER PRIMARY KEY, text TEXT NOT NULL, calls TEXT)")
-CJK_PENDING_TABLE = "CREATE TABLE messages_cjk_pending (id INTEGER PRIMARY KEY)"
-CJK_INDEX = """CREATE VIRTUAL TABLE messages_fts_cjk USING fts5(
-    text, calls, content='messages_cjk', content_rowid='id'
+CJK_PENDING_TABLE = f"CREATE TABLE {N.CJK_PENDING} (id INTEGER PRIMARY KEY)"
+CJK_INDEX = f"""CREATE VIRTUAL TABLE {N.CJK_INDEX} USING fts5(
+    text, calls, content='{N.CJK_SIDE}', content_rowid='id'
 )"""
-CJK_AI = """CREATE TRIGGER messages_cjk_ai AFTER INSERT ON messages_cjk BEGIN
-    INSERT INTO messages_fts_cjk (rowid, text, calls) VALUES (new.id, new.text, new.calls);
+CJK_AI = f"""CREATE TRIGGER {N.CJK_AI} AFTER INSERT ON {N.CJK_SIDE} BEGIN
+    INSERT INTO {N.CJK_INDEX} (rowid, text, calls) VALUES (new.id, new.text, new.calls);
 END"""
-CJK_AD = """CREATE TRIGGER messages_cjk_ad AFTER DELETE ON messages_cjk BEGIN
-    INSERT INTO messages_fts_cjk (messages_fts_cjk, rowid, text, calls)
+CJK_AD = f"""CREATE TRIGGER {N.CJK_AD} AFTER DELETE ON {N.CJK_SIDE} BEGIN
+    INSERT INTO {N.CJK_INDEX} ({N.CJK_INDEX}, rowid, text, calls)
     VALUES ('delete', old.id, old.text, old.calls);
 END"""
-CJK_AU = """CREATE TRIGGER messages_cjk_au AFTER UPDATE ON messages_cjk BEGIN
-    INSERT INTO messages_fts_cjk (messages_fts_cjk, rowid, text, calls)
+CJK_AU = f"""CREATE TRIGGER {N.CJK_AU} AFTER UPDATE ON {N.CJK_SIDE} BEGIN
+    INSERT INTO {N.CJK_INDEX} ({N.CJK_INDEX}, rowid, text, calls)
     VALUES ('delete', old.id, old.text, old.calls);
-    INSERT INTO messages_fts_cjk (rowid, text, calls) VALUES (new.id, new.text, new.calls);
+    INSERT INTO {N.CJK_INDEX} (rowid, text, calls) VALUES (new.id, new.text, new.calls);
 END"""
-CJK_PENDING_AI = f"""CREATE TRIGGER messages_cjk_pending_ai AFTER INSERT ON messages
+CJK_PENDING_AI = f"""CREATE TRIGGER {N.CJK_PENDING_AI} AFTER INSERT ON messages
 WHEN new.role IS NOT 'tool' AND {_OUTSIDE_WINDOW.format(id="new.id")}
 BEGIN
-    INSERT OR IGNORE INTO messages_cjk_pending (id) VALUES (new.id);
+    INSERT OR IGNORE INTO {N.CJK_PENDING} (id) VALUES (new.id);
 END"""
-CJK_PENDING_AU = f"""CREATE TRIGGER messages_cjk_pending_au
+CJK_PENDING_AU = f"""CREATE TRIGGER {N.CJK_PENDING_AU}
 AFTER UPDATE OF content, tool_name, tool_calls, role, session_id, id ON messages
 WHEN {_CJK_CHANGED}
 BEGIN
-    DELETE FROM messages_cjk WHERE id = old.id;
-    DELETE FROM messages_cjk_pending WHERE id = old.id;
-    INSERT OR IGNORE INTO messages_cjk_pending (id)
+    DELETE FROM {N.CJK_SIDE} WHERE id = old.id;
+    DELETE FROM {N.CJK_PENDING} WHERE id = old.id;
+    INSERT OR IGNORE INTO {N.CJK_PENDING} (id)
     SELECT new.id WHERE new.role IS NOT 'tool' AND {_OUTSIDE_WINDOW.format(id="new.id")};
 END"""
-CJK_MESSAGES_AD = """CREATE TRIGGER messages_cjk_ad_messages AFTER DELETE ON messages BEGIN
-    DELETE FROM messages_cjk WHERE id = old.id;
-    DELETE FROM messages_cjk_pending WHERE id = old.id;
+CJK_MESSAGES_AD = f"""CREATE TRIGGER {N.CJK_MESSAGES_AD} AFTER DELETE ON messages BEGIN
+    DELETE FROM {N.CJK_SIDE} WHERE id = old.id;
+    DELETE FROM {N.CJK_PENDING} WHERE id = old.id;
 END"""
-CJK_SESSION_AU = f"""CREATE TRIGGER messages_cjk_session_au
+CJK_SESSION_AU = f"""CREATE TRIGGER {N.CJK_SESSION_AU}
 AFTER UPDATE OF source, id ON sessions
 WHEN old.source IS NOT new.source OR old.id IS NOT new.id
 BEGIN
-    DELETE FROM messages_cjk WHERE id IN (SELECT id FROM messages WHERE session_id = old.id);
-    INSERT OR IGNORE INTO messages_cjk_pending (id)
+    DELETE FROM {N.CJK_SIDE} WHERE id IN (SELECT id FROM messages WHERE session_id = old.id);
+    INSERT OR IGNORE INTO {N.CJK_PENDING} (id)
     SELECT m.id FROM messages AS m
     WHERE m.session_id = new.id AND m.role IS NOT 'tool' AND {_OUTSIDE_WINDOW.format(id="m.id")};
 END"""
-CJK_SESSION_BD = """CREATE TRIGGER messages_cjk_session_bd BEFORE DELETE ON sessions BEGIN
-    DELETE FROM messages_cjk WHERE id IN (SELECT id FROM messages WHERE session_id = old.id);
+CJK_SESSION_BD = f"""CREATE TRIGGER {N.CJK_SESSION_BD} BEFORE DELETE ON sessions BEGIN
+    DELETE FROM {N.CJK_SIDE} WHERE id IN (SELECT id FROM messages WHERE session_id = old.id);
 END"""
 
 
@@ -236,38 +308,39 @@ class LayoutObject:
 # Dependency order: views read views, the CJK index reads its side table, triggers write to
 # the indexes and read the views.
 OBJECTS: tuple[LayoutObject, ...] = (
-    LayoutObject("view", "messages_search_text", SEARCH_TEXT_VIEW),
-    LayoutObject("view", "fts_backfill_window", BACKFILL_WINDOW_VIEW),
-    LayoutObject("view", "messages_fts_src", WORD_SOURCE_VIEW),
-    LayoutObject("view", "messages_search_scope", SEARCH_SCOPE_VIEW),
-    LayoutObject("view", "messages_fts_trigram_src", TRIGRAM_SOURCE_VIEW, trigram=True),
-    LayoutObject("table", "messages_cjk", CJK_SIDE_TABLE),
-    LayoutObject("table", "messages_cjk_pending", CJK_PENDING_TABLE),
-    LayoutObject("table", "messages_fts", WORD_INDEX),
-    LayoutObject("table", "messages_fts_trigram", TRIGRAM_INDEX, trigram=True),
-    LayoutObject("table", "messages_fts_cjk", CJK_INDEX),
-    LayoutObject("trigger", "messages_fts_insert", WORD_AI),
-    LayoutObject("trigger", "messages_fts_delete", WORD_BD),
-    LayoutObject("trigger", "messages_fts_bu", WORD_BU),
-    LayoutObject("trigger", "messages_fts_update", WORD_AU),
-    LayoutObject("trigger", "messages_fts_trigram_insert", TRIGRAM_AI,
-                 trigram=True),
-    LayoutObject("trigger", "messages_fts_trigram_delete", TRIGRAM_BD,
-                 trigram=True),
-    LayoutObject("trigger", "messages_fts_trigram_bu", TRIGRAM_BU, trigram=True),
-    LayoutObject("trigger", "messages_fts_trigram_update", TRIGRAM_AU,
-                 trigram=True),
-    LayoutObject("trigger", "messages_fts_trigram_session_bu", TRIGRAM_SESSION_BU, trigram=True),
-    LayoutObject("trigger", "messages_fts_trigram_session_au", TRIGRAM_SESSION_AU, trigram=True),
-    LayoutObject("trigger", "messages_fts_trigram_session_bd", TRIGRAM_SESSION_BD, trigram=True),
-    LayoutObject("trigger", "messages_cjk_ai", CJK_AI),
-    LayoutObject("trigger", "messages_cjk_ad", CJK_AD),
-    LayoutObject("trigger", "messages_cjk_au", CJK_AU),
-    LayoutObject("trigger", "messages_cjk_pending_ai", CJK_PENDING_AI),
-    LayoutObject("trigger", "messages_cjk_pending_au", CJK_PENDING_AU),
-    LayoutObject("trigger", "messages_cjk_ad_messages", CJK_MESSAGES_AD),
-    LayoutObject("trigger", "messages_cjk_session_au", CJK_SESSION_AU),
-    LayoutObject("trigger", "messages_cjk_session_bd", CJK_SESSION_BD),
+    LayoutObject("table", N.PART_TEXT, PART_TEXT_TABLE),
+    LayoutObject("view", N.SEARCH_TEXT, SEARCH_TEXT_VIEW),
+    LayoutObject("view", N.BACKFILL_WINDOW, BACKFILL_WINDOW_VIEW),
+    LayoutObject("view", N.WORD_SOURCE, WORD_SOURCE_VIEW),
+    LayoutObject("view", N.SEARCH_SCOPE, SEARCH_SCOPE_VIEW),
+    LayoutObject("view", N.TRIGRAM_SOURCE, TRIGRAM_SOURCE_VIEW, trigram=True),
+    LayoutObject("table", N.CJK_SIDE, CJK_SIDE_TABLE),
+    LayoutObject("table", N.CJK_PENDING, CJK_PENDING_TABLE),
+    LayoutObject("table", N.WORD_INDEX, WORD_INDEX),
+    LayoutObject("table", N.TRIGRAM_INDEX, TRIGRAM_INDEX, trigram=True),
+    LayoutObject("table", N.CJK_INDEX, CJK_INDEX),
+    LayoutObject("trigger", N.PART_TEXT_AI, PART_TEXT_AI),
+    LayoutObject("trigger", N.PART_TEXT_AU, PART_TEXT_AU),
+    LayoutObject("trigger", N.PART_TEXT_AD, PART_TEXT_AD),
+    LayoutObject("trigger", N.WORD_AI, WORD_AI),
+    LayoutObject("trigger", N.WORD_BD, WORD_BD),
+    LayoutObject("trigger", N.WORD_BU, WORD_BU),
+    LayoutObject("trigger", N.WORD_AU, WORD_AU),
+    LayoutObject("trigger", N.TRIGRAM_AI, TRIGRAM_AI, trigram=True),
+    LayoutObject("trigger", N.TRIGRAM_BD, TRIGRAM_BD, trigram=True),
+    LayoutObject("trigger", N.TRIGRAM_BU, TRIGRAM_BU, trigram=True),
+    LayoutObject("trigger", N.TRIGRAM_AU, TRIGRAM_AU, trigram=True),
+    LayoutObject("trigger", N.TRIGRAM_SESSION_BU, TRIGRAM_SESSION_BU, trigram=True),
+    LayoutObject("trigger", N.TRIGRAM_SESSION_AU, TRIGRAM_SESSION_AU, trigram=True),
+    LayoutObject("trigger", N.TRIGRAM_SESSION_BD, TRIGRAM_SESSION_BD, trigram=True),
+    LayoutObject("trigger", N.CJK_AI, CJK_AI),
+    LayoutObject("trigger", N.CJK_AD, CJK_AD),
+    LayoutObject("trigger", N.CJK_AU, CJK_AU),
+    LayoutObject("trigger", N.CJK_PENDING_AI, CJK_PENDING_AI),
+    LayoutObject("trigger", N.CJK_PENDING_AU, CJK_PENDING_AU),
+    LayoutObject("trigger", N.CJK_MESSAGES_AD, CJK_MESSAGES_AD),
+    LayoutObject("trigger", N.CJK_SESSION_AU, CJK_SESSION_AU),
+    LayoutObject("trigger", N.CJK_SESSION_BD, CJK_SESSION_BD),
 )
 
 
@@ -305,19 +378,20 @@ def recreate_missing(conn: Connection) -> list[str]:
 
 # The configuration of the word index: ``simple`` (no stemming) with diacritics folded, as
 # FTS5's unicode61 reads text.
-PG_SEARCH_CONFIG = "hermes_search"
-PG_WORD_COLUMN = "search_words"
-PG_CJK_COLUMN = "search_cjk"
-PG_WORD_INDEX = "idx_messages_search_words"
-PG_TRIGRAM_INDEX = "idx_messages_search_trgm"
-PG_CJK_INDEX = "idx_messages_search_cjk"
-PG_PENDING_INDEX = "idx_messages_search_pending"
+PG_SEARCH_CONFIG = N.PG_SEARCH_CONFIG
+PG_TEXT_FUNCTION = N.PG_TEXT_FUNCTION
+PG_WORD_COLUMN = N.PG_WORD_COLUMN
+PG_CJK_COLUMN = N.PG_CJK_COLUMN
+PG_WORD_INDEX = N.PG_WORD_INDEX
+PG_TRIGRAM_INDEX = N.PG_TRIGRAM_INDEX
+PG_CJK_INDEX = N.PG_CJK_INDEX
+PG_PENDING_INDEX = N.PG_PENDING_INDEX
 # to_tsvector refuses a result above 1 MB of lexemes: the inputs are cut so that even text of
 # 4-byte characters stays below it (200,000 + 1,000 + 40,000 characters).
 PG_WORD_TEXT_CHARS = 200_000
 # The expression the trigram index covers (and the substring route compares): the text, then the
 # tool name, on lines of their own so a term never spans the two.
-PG_SCOPE_TEXT = "(hermes_search_text({t}.content) || E'\\n' || COALESCE({t}.tool_name, ''))"
+PG_SCOPE_TEXT = f"({PG_TEXT_FUNCTION}({{t}}.content) || E'\\n' || COALESCE({{t}}.tool_name, ''))"
 
 # unicode61's separators (revision 0020): the code points FTS5's default tokenizer splits words
 # at, as hex ranges: ASCII punctuation, and marks, punctuation, symbols and spaces by FTS5's own
@@ -369,7 +443,7 @@ fe54-fe66 fe68-fe6b feff ff01-ff0f ff1a-ff20 ff3b-ff40 ff5b-ff65 ffe0-ffe6 ffe8-
 1f500-1f53d 1f540-1f543 1f550-1f567 1f5fb-1f640 1f645-1f64f 1f680-1f6c5 1f700-1f773 e0001
 e0020-e007f e0100-e01ef
 """
-PG_WORD_TEXT_FUNCTION = "hermes_word_text"
+PG_WORD_TEXT_FUNCTION = N.PG_WORD_TEXT_FUNCTION
 
 
 def _escape(code: int) -> str:
@@ -402,7 +476,7 @@ PG_STATEMENTS: tuple[tuple[str, str], ...] = (
     ("config", f"""ALTER TEXT SEARCH CONFIGURATION {PG_SEARCH_CONFIG}
     ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part
     WITH unaccent, simple"""),
-    ("function", """CREATE FUNCTION hermes_search_text(content text) RETURNS text
+    ("function", """CREATE FUNCTION hs_search_text(content text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 DECLARE
     doc jsonb;
@@ -434,30 +508,30 @@ $$"""),
     ("function", _WORD_TEXT_SQL),
     (PG_WORD_COLUMN, f"ALTER TABLE messages ADD COLUMN {PG_WORD_COLUMN} tsvector "
      f"""GENERATED ALWAYS AS (
-    to_tsvector('hermes_search'::regconfig, hermes_word_text(left(CASE WHEN role = 'tool'
-        THEN left(hermes_search_text(content), 8192)
-        ELSE hermes_search_text(content) END, {PG_WORD_TEXT_CHARS})))
-    || to_tsvector('hermes_search'::regconfig,
-        hermes_word_text(left(COALESCE(tool_name, ''), 1000)))
-    || to_tsvector('hermes_search'::regconfig,
-        hermes_word_text(left(COALESCE(tool_calls, ''), 40000)))
+    to_tsvector('{PG_SEARCH_CONFIG}'::regconfig, {PG_WORD_TEXT_FUNCTION}(left(CASE WHEN role = 'tool'
+        THEN left({PG_TEXT_FUNCTION}(content), 8192)
+        ELSE {PG_TEXT_FUNCTION}(content) END, {PG_WORD_TEXT_CHARS})))
+    || to_tsvector('{PG_SEARCH_CONFIG}'::regconfig,
+        {PG_WORD_TEXT_FUNCTION}(left(COALESCE(tool_name, ''), 1000)))
+    || to_tsvector('{PG_SEARCH_CONFIG}'::regconfig,
+        {PG_WORD_TEXT_FUNCTION}(left(COALESCE(tool_calls, ''), 40000)))
 ) STORED"""),
     (PG_CJK_COLUMN, f"ALTER TABLE messages ADD COLUMN {PG_CJK_COLUMN} tsvector"),
     (PG_WORD_INDEX, f"CREATE INDEX {PG_WORD_INDEX} ON messages USING gin ({PG_WORD_COLUMN})"),
     (PG_TRIGRAM_INDEX, f"""CREATE INDEX {PG_TRIGRAM_INDEX} ON messages USING gin (
-    (hermes_search_text(content) || E'\\n' || COALESCE(tool_name, '')) gin_trgm_ops)
+    ({PG_TEXT_FUNCTION}(content) || E'\\n' || COALESCE(tool_name, '')) gin_trgm_ops)
     WHERE role IS DISTINCT FROM 'tool'"""),
     (PG_CJK_INDEX, f"CREATE INDEX {PG_CJK_INDEX} ON messages USING gin ({PG_CJK_COLUMN})"),
     (PG_PENDING_INDEX, f"""CREATE INDEX {PG_PENDING_INDEX} ON messages (id)
-    WHERE search_cjk IS NULL AND role IS DISTINCT FROM 'tool'"""),
+    WHERE {PG_CJK_COLUMN} IS NULL AND role IS DISTINCT FROM 'tool'"""),
 )
 
 # --------------------------------------------------------------------------- index writers
 
 # Tables our triggers keep in step with ``messages``: a trigger of another name writing to one
 # of them is a second writer (another program's, usually an agent of another release).
-INDEX_TABLES = ("messages_fts", "messages_fts_trigram", "messages_fts_cjk", "messages_cjk",
-                "messages_cjk_pending")
+INDEX_TABLES = (N.WORD_INDEX, N.TRIGRAM_INDEX, N.CJK_INDEX, N.CJK_SIDE, N.CJK_PENDING,
+                N.PART_TEXT)
 _VIRTUAL = re.compile(r"^\s*CREATE\s+VIRTUAL\s+TABLE\b.*?\bUSING\s+(\w+)",
                       re.IGNORECASE | re.DOTALL)
 # Tables a trigger body writes to: INSERT INTO t, DELETE FROM t, UPDATE t, REPLACE INTO t.

@@ -18,10 +18,10 @@ the tests all get the same behaviour:
   rather than an attempt count (a sibling holding the lock for seconds must not exhaust us, and
   identical back-off would make writers queue in convoys);
 * WAL, ``foreign_keys=ON``, ``journal_size_limit`` 64 MiB, a PASSIVE checkpoint every 50 writes;
-  ``DELETE`` journaling only where the filesystem refuses WAL's locks (:func:`apply_wal_with_fallback`,
-  which the agent also calls on its other databases);
-* new database files (and so their ``-wal``/``-shm``, which SQLite creates with the main file's
-  mode) and the writer lock file are 0600;
+  ``DELETE`` journaling only where the filesystem refuses WAL's locks (the agent also calls
+  :func:`apply_wal_with_fallback` on its other databases);
+* new database files (and their ``-wal``/``-shm``) and the writer lock file are 0600;
+* each connection loads the agent's CJK tokenizer where it is installed and loadable;
 * opening an existing store writes nothing: the pragmas used are per-connection, and the journal
   mode is only changed when it is not WAL already.
 """
@@ -52,6 +52,7 @@ from hermes_store.db.sqlite_driver import (  # noqa: F401 - re-exported from the
     is_full_error,
     is_lock_error,
     is_malformed_db_error,
+    load_agent_tokenizer,
     unwrap,
 )
 from hermes_store.errors import (
@@ -83,8 +84,7 @@ _BEGIN_MODES = frozenset({"DEFERRED", "IMMEDIATE", "EXCLUSIVE"})
 # mounts). "disk I/O error" is not one of them: it can be transient, and one process falling back
 # to DELETE while others keep WAL corrupts the file (docs/v21.md#open-time-behaviour).
 _WAL_UNSUPPORTED = ("locking protocol", "not authorized")
-# Bytes 18 and 19 of the database header are 2 when the file is in WAL mode.
-_HEADER_WAL = b"\x02\x02"
+_HEADER_WAL = b"\x02\x02"  # bytes 18 and 19 of the header: 2 when the file is in WAL mode
 
 T = TypeVar("T")
 
@@ -241,6 +241,7 @@ def _connect_factory(path: str, readonly: bool) -> Callable[[], sqlite3.Connecti
             dbapi.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
             if not readonly:
                 _set_wal(dbapi, path)
+            load_agent_tokenizer(dbapi)  # the agent's CJK triggers need it to write
         except sqlite3.DatabaseError as err:
             dbapi.close()
             raise unwrap(err, path) from err
@@ -261,8 +262,8 @@ def _install_transaction_control(engine: Engine) -> None:
 
 
 def _make_engine(path: str, readonly: bool, location: StoreLocation) -> Engine:
-    # A small pool: reusing connections keeps the WAL open between writes (closing the last
-    # connection checkpoints and deletes it, which is slow and races other processes' sidecars).
+    # A small pool keeps the WAL open between writes (closing the last connection checkpoints and
+    # deletes it, which is slow and races other processes' sidecars).
     identity = _identity(path)
     engine = create_engine(
         f"sqlite+pysqlite:///{path}",

@@ -287,8 +287,10 @@ def include_object(obj: Any, name: str | None, type_: str, reflected: bool,
 
 def check(target: Target = None) -> list[Any]:
     """Autogenerate differences between the models and the store (``[]`` means none), then, on
-    SQLite, ``("foreign_index_trigger", name)`` for each trigger of another program writing to
-    our search indexes at head (an agent of another release adds them; docs/mixed-fleets.md)."""
+    SQLite at head, ``("missing_search_object", name)`` for each view, index or trigger of ours
+    that is gone (an agent's recovery path dropped triggers by name before revision 0022) and
+    ``("foreign_index_trigger", name)`` for each trigger of another program writing to our
+    search indexes (docs/mixed-fleets.md)."""
     from alembic.autogenerate import compare_metadata
 
     from hermes_store.db import derived
@@ -303,6 +305,7 @@ def check(target: Target = None) -> list[Any]:
         diffs = list(compare_metadata(ctx, Base.metadata))
         found: list[Any] = [d for d in diffs if not _dialect_fact(d, conn.dialect.name)]
         if conn.dialect.name == "sqlite" and status_of(conn).at_head:
+            found += [("missing_search_object", name) for name in derived.missing_objects(conn)]
             found += [("foreign_index_trigger", name)
                       for name in derived.foreign_index_triggers(conn)]
         return found

@@ -8,12 +8,16 @@ the text factory that keeps undecodable stored text readable and lossless.
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
+import sys
+from pathlib import Path
 
 from sqlalchemy import exc
 
 from hermes_store.errors import (
+    AgentTokenizerError,
     HermesStoreError,
     SchemaMismatchError,
     SearchIndexMissingError,
@@ -21,9 +25,66 @@ from hermes_store.errors import (
     StoreDamagedError,
     StoreFullError,
 )
+from hermes_store.paths import hermes_home
 
 # A derived search table that is gone while its triggers remain: every append then fails.
-_SEARCH_TABLE_MISSING = re.compile(r"no such table: (?:main\.)?(messages_(?:fts|cjk)\w*)")
+_SEARCH_TABLE_MISSING = re.compile(r"no such table: (?:main\.)?((?:hs_|messages_(?:fts|cjk))\w*)")
+
+# --------------------------------------------------------------------------- the agent's tokenizer
+
+# The agent's native CJK tokenizer: where the agent finds it decides where we look.
+AGENT_TOKENIZER = "cjk_unicode61"
+_NO_AGENT_TOKENIZER = f"no such tokenizer: {AGENT_TOKENIZER}"
+# Why this process has not loaded it (None once it has): the advice of AgentTokenizerError.
+_agent_tokenizer_problem: str | None = "no connection has tried to load it yet"
+
+
+def agent_tokenizer_library() -> Path:
+    """``$HERMES_FTS5_CJK_SO``, else ``$HERMES_HOME/lib/libfts5_cjk.so`` (the agent's order)."""
+    explicit = os.environ.get("HERMES_FTS5_CJK_SO", "").strip()
+    return Path(explicit).expanduser() if explicit else hermes_home() / "lib" / "libfts5_cjk.so"
+
+
+def load_agent_tokenizer(dbapi: sqlite3.Connection) -> bool:
+    """Load the agent's tokenizer library on ``dbapi`` when it is installed and this Python can
+    load extensions; True when loaded. Where the agent's CJK triggers exist, only a connection
+    that loaded it can write to ``messages``."""
+    global _agent_tokenizer_problem
+    library = agent_tokenizer_library()
+    if not library.is_file():
+        _agent_tokenizer_problem = f"the agent's tokenizer library is not at {library}"
+        return False
+    if not hasattr(dbapi, "enable_load_extension"):
+        _agent_tokenizer_problem = (f"this Python's sqlite3 ({sys.executable}) cannot load "
+                                    f"extensions, so the agent's library {library} is not loaded")
+        return False
+    try:
+        dbapi.enable_load_extension(True)
+        dbapi.load_extension(str(library))
+    except sqlite3.Error as err:
+        _agent_tokenizer_problem = f"loading the agent's library {library} failed: {err}"
+        return False
+    finally:
+        dbapi.enable_load_extension(False)
+    _agent_tokenizer_problem = None
+    return True
+
+
+def agent_tokenizer_problem() -> str | None:
+    """Why this process has not loaded the agent's tokenizer; None when it has."""
+    return _agent_tokenizer_problem
+
+
+def agent_tokenizer_error(detail: object) -> AgentTokenizerError:
+    why = _agent_tokenizer_problem or "this connection has not loaded it"
+    return AgentTokenizerError(
+        f"{detail}: the agent's CJK search objects (messages_fts_cjk and its triggers) need its "
+        f"tokenizer {AGENT_TOKENIZER}, and {why}; the write to messages was refused and "
+        "nothing was written. Either run hermes_store on a Python whose sqlite3 can load "
+        "extensions (Debian's python3 can; the agent's library is found at $HERMES_FTS5_CJK_SO, "
+        "else $HERMES_HOME/lib/libfts5_cjk.so), or run `hermes-store repair --drop-agent-cjk` "
+        "to remove the agent's CJK objects (the agent rebuilds them when it next loads its "
+        "library). Reads and searches keep working.")
 
 
 def _sqlite_error(err: BaseException) -> BaseException:
@@ -79,6 +140,8 @@ def unwrap(err: BaseException, path: str | None = None) -> BaseException:
     inner = _sqlite_error(err)
     if isinstance(inner, HermesStoreError):
         return inner  # already translated by the connect hook: wrapping again repeats the advice
+    if isinstance(inner, sqlite3.OperationalError) and _NO_AGENT_TOKENIZER in str(inner).lower():
+        return agent_tokenizer_error(inner)
     missing = _SEARCH_TABLE_MISSING.search(str(inner))
     if isinstance(inner, sqlite3.OperationalError) and missing:
         return SearchIndexMissingError(

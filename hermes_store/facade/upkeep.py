@@ -17,6 +17,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from hermes_store.db import engine as engine_mod
+from hermes_store.db import names
 from hermes_store.errors import HermesStoreError
 from hermes_store.ops import storage
 
@@ -24,7 +25,7 @@ log = logging.getLogger("hermes_store.facade")
 
 EVERY_N_WRITES = 1000
 # The word and substring indexes the agent counts; the CJK index is merged but not counted.
-COUNTED = ("messages_fts", "messages_fts_trigram")
+COUNTED = (names.WORD_INDEX, names.TRIGRAM_INDEX)
 
 
 class SessionDB(Protocol):

@@ -12,7 +12,7 @@
   faithfully as not copied).
 * **Searchable.** Derived data is not copied but derived again in each batch's transaction: on
   SQLite the FTS5 triggers fire and the CJK bigram side rows are written (``repo.bigrams``); on
-  PostgreSQL the word tsvector is a generated column and the CJK ``search_cjk`` tokens ride along
+  PostgreSQL the word tsvector is a generated column and the CJK ``hs_search_cjk`` tokens ride along
   with each row, as an append writes them. ``state_meta`` markers about derived indexes stay the
   target's own.
 * **Sequences.** After the rows, the target's ``messages`` id generator is set past both the

@@ -26,10 +26,11 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, exc
 
-from hermes_store.db import catalog, migrate
+from hermes_store.db import catalog, migrate, names
 from hermes_store.db import derived as layout
 from hermes_store.db.catalog import SchemaObject
 from hermes_store.db.engine import is_lock_error, open_engine, run_write
+from hermes_store.db.sqlite_driver import agent_tokenizer_error, agent_tokenizer_problem
 from hermes_store.errors import StoreDamagedError, StoreNotFoundError
 from hermes_store.ops import storage
 from hermes_store.ops.backup import backup_path, copy_with_sidecars
@@ -42,6 +43,7 @@ _TRIGGER_TARGET = re.compile(
     r"\b(?:INSERT\s+(?:OR\s+\w+\s+)?INTO|REPLACE\s+INTO|DELETE\s+FROM|UPDATE(?:\s+OR\s+\w+)?)"
     r"\s+(?:main\s*\.\s*)?[\"`\[]?([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
 PROBE_TEXT = "hermes-store repair write probe"
+DROP_AGENT_CJK = "hermes-store repair --drop-agent-cjk"
 NEXT_STEPS = ("hermes-store recover --source {path} --output NEW.db --inspect-only",
               "hermes-store recover --source {path} --output NEW.db --allow-partial")
 
@@ -168,6 +170,9 @@ def _probe_write(conn: Connection) -> Probe:
     except exc.DBAPIError as err:
         if is_lock_error(err):
             return Probe("write_probe", True, "skipped: another process holds the write lock")
+        if "no such tokenizer" in _message(err):
+            return Probe("write_probe", False, str(agent_tokenizer_error(_message(err))),
+                         DROP_AGENT_CJK)
         return Probe("write_probe", False, f"a write through the triggers fails: {_message(err)}",
                      "hermes-store repair")
     finally:
@@ -245,6 +250,52 @@ def _probe_foreign(conn: Connection) -> Probe:
                                behind="not at head: hermes-store upgrade")
 
 
+def _agent_cjk(rows: list[SchemaObject]) -> tuple[list[str], str | None]:
+    """The agent's CJK objects among ``rows``, and its index when this process cannot open it
+    (its native tokenizer is not loaded here)."""
+    found = {(o.type, o.name): o for o in rows}
+    present = [n for n in catalog.AGENT_CJK_TRIGGERS if ("trigger", n) in found]
+    present += [catalog.AGENT_CJK_VIEW] if ("view", catalog.AGENT_CJK_VIEW) in found else []
+    index = found.get(("table", catalog.AGENT_CJK_INDEX))
+    unreadable = None
+    if index is not None and catalog.is_agent_cjk_index(index.sql):
+        present.append(index.name)
+        if catalog.AGENT_CJK_TOKENIZER in index.sql and agent_tokenizer_problem():
+            unreadable = index.name
+    return present, unreadable
+
+
+def _probe_agent_cjk(agents: list[str], unreadable: str | None) -> Probe:
+    """The agent's CJK objects are its own and stay (never dropped unless asked); where this
+    process cannot load their tokenizer, every write to messages fails."""
+    if not agents:
+        return Probe("agent_cjk", True, "none")
+    if unreadable is None:
+        return Probe("agent_cjk", True, f"{', '.join(agents)}: the agent's, left as they are")
+    problem = agent_tokenizer_problem()
+    return Probe("agent_cjk", False, f"{', '.join(agents)}: writes to messages fail here, "
+                 f"{problem}", f"a Python whose sqlite3 can load extensions, or {DROP_AGENT_CJK}")
+
+
+def drop_agent_cjk(engine: Engine) -> list[str]:
+    """Remove the agent's own CJK search objects (asked for: ``--drop-agent-cjk``); nothing of
+    ours and no row is touched. The agent creates them again when it next loads its library."""
+    def unit(conn: Connection) -> list[str]:
+        done = []
+        for obj in catalog.agent_cjk_objects(conn):
+            if obj.type == "table":
+                try:
+                    with conn.begin_nested():
+                        conn.exec_driver_sql(f"DROP TABLE {_quote(obj.name)}")
+                except exc.DBAPIError:  # "no such tokenizer": DROP cannot connect to it
+                    catalog.forget_fts5_table(conn, obj.name)
+            else:
+                conn.exec_driver_sql(f"DROP {obj.type.upper()} IF EXISTS {_quote(obj.name)}")
+            done.append(f"dropped the agent's {obj.type} {obj.name} (--drop-agent-cjk)")
+        return done
+    return run_write(engine, unit, what="repair")
+
+
 def probe_store(path: str | Path, *, full: bool = False) -> list[Probe]:
     """Every probe, in order; stops after the first when the file does not open at all."""
     p = Path(path)
@@ -279,7 +330,10 @@ def probe_store(path: str | Path, *, full: bool = False) -> list[Probe]:
             "hermes-store repair" if dead else None))
         probes.append(_probe_layout(conn))
         probes.append(_probe_foreign(conn))
-        probes += _probe_fts(conn, catalog.fts5_in(rows))
+        agents, unreadable = _agent_cjk(rows)
+        probes.append(_probe_agent_cjk(agents, unreadable))
+        # The agent's own index cannot even be opened without its tokenizer: not ours to check.
+        probes += _probe_fts(conn, [n for n in catalog.fts5_in(rows) if n != unreadable])
         tables = {o.name for o in rows if o.type == "table"}
         if {"sessions", "messages"} <= tables:
             probes.append(_probe_write(conn))
@@ -361,7 +415,7 @@ def _rebuild_fts(conn: Connection) -> list[str]:
     return done
 
 
-_PEND_ALL_CJK = ("INSERT OR IGNORE INTO messages_cjk_pending (id) "
+_PEND_ALL_CJK = (f"INSERT OR IGNORE INTO {names.CJK_PENDING} (id) "
                  "SELECT id FROM messages WHERE role IS NOT 'tool'")
 
 
@@ -375,7 +429,7 @@ def _recreate_layout(conn: Connection) -> list[str]:
     if not migrate.status_of(conn).at_head:
         return []
     created = layout.recreate_missing(conn)
-    if {"messages_cjk", "messages_cjk_pending"} & set(created):
+    if {names.CJK_SIDE, names.CJK_PENDING} & set(created):
         conn.exec_driver_sql(_PEND_ALL_CJK)
     return [f"recreated {name} (head layout)" for name in created]
 
@@ -423,12 +477,16 @@ def _fix_in_place(engine: Engine, probes: list[Probe]) -> list[str]:
 
 
 def repair_store(path: str | Path, *, check_only: bool = False, backup: bool = True,
-                 force: bool = False, full: bool = False) -> RepairReport:
-    """Probe; unless ``check_only`` and if anything failed, back up, fix and probe again."""
+                 force: bool = False, full: bool = False,
+                 drop_agent: bool = False) -> RepairReport:
+    """Probe; unless ``check_only`` and if anything failed, back up, fix and probe again.
+    ``drop_agent`` also removes the agent's own CJK objects (:func:`drop_agent_cjk`)."""
     p = Path(path)
     probes = probe_store(p, full=full)
     report = RepairReport(str(p), check_only, probes)
-    if check_only or report.healthy:
+    agents = drop_agent and not check_only and any(
+        q.name == "agent_cjk" and q.detail != "none" for q in probes)
+    if check_only or (report.healthy and not agents):
         return report
     opened = probes[0].ok
     dups = [] if opened else duplicate_schema_rows(p)
@@ -441,6 +499,8 @@ def repair_store(path: str | Path, *, check_only: bool = False, backup: bool = T
     if dups:
         report.actions += remove_duplicate_schema_rows(p, dups)
         open_engine(p).dispose()  # pooled connections cached the broken schema
+    if agents:
+        report.actions += drop_agent_cjk(open_engine(p))
     report.actions += _fix_in_place(open_engine(p), probe_store(p, full=full))
     report.after = probe_store(p, full=full)
     return report

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hermes_store.db import catalog, derived
+from hermes_store.db import catalog, derived, names
 from hermes_store.errors import HermesStoreError
 from hermes_store.ops.holders import ensure_not_held
 from hermes_store.ops.repair import duplicate_schema_rows, remove_duplicate_schema_rows
@@ -34,8 +34,8 @@ PROBE_SESSION = "__hermes_store_probe__"
 _FRESH = ("no such table", "no such column")
 _LOCKED = ("database is locked", "database table is locked", "busy")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_REFILL = {"messages_fts": "SELECT id, content, tool_name, tool_calls FROM messages_fts_src",
-           "messages_fts_trigram": "SELECT id, content, tool_name FROM messages_fts_trigram_src"}
+_REFILL = {names.WORD_INDEX: f"SELECT id, content, tool_name, tool_calls FROM {names.WORD_SOURCE}",
+           names.TRIGRAM_INDEX: f"SELECT id, content, tool_name FROM {names.TRIGRAM_SOURCE}"}
 
 
 def _quote(name: str) -> str:

@@ -17,10 +17,11 @@ from typing import Any
 
 from sqlalchemy import Connection, exc, func, select, text
 
-from hermes_store.db import catalog
+from hermes_store.db import catalog, names
 from hermes_store.db import derived as layout
 from hermes_store.db.migrate import status_of
 from hermes_store.db.models import ChatSession
+from hermes_store.db.sqlite_driver import agent_tokenizer_problem
 from hermes_store.errors import SchemaMismatchError
 from hermes_store.repo.lineage import SANE_FUTURE_S, SANE_MIN_TS, last_activity
 
@@ -207,9 +208,10 @@ def _layout_state(conn: Connection, markers: dict[str, str], fts: list[str]) -> 
     stamp = next((v for k, v in sorted(markers.items()) if "layout" in k), None)
     if stamp:
         return stamp
+    # An adopted file not upgraded yet has only the agent's index, under its name.
     word_sql = catalog.table_sql(conn, "messages_fts")
     compact_sql = "".join((word_sql or "").split()).lower()
-    if word_sql is not None and "messages_fts_src" not in compact_sql:
+    if word_sql is not None and catalog.table_sql(conn, names.WORD_INDEX) is None:
         return "legacy (inline)" if "content=" not in compact_sql else "legacy (external content)"
     missing = layout.missing_objects(conn)
     if len(missing) == len(layout.expected_objects()):
@@ -224,11 +226,13 @@ def _layout_state(conn: Connection, markers: dict[str, str], fts: list[str]) -> 
 def layout_info(conn: Connection) -> dict[str, Any]:
     """The derived-index layout as recorded in ``state_meta``; any keys may be absent."""
     markers = state_markers(conn)
-    relevant = {k: v for k, v in markers.items() if "fts" in k or "layout" in k}
+    relevant = {k: v for k, v in markers.items()
+                if "fts" in k or "layout" in k or names.is_ours(k)}
     present = catalog.fts5_tables(conn)
     info: dict[str, Any] = {"version": _layout_state(conn, relevant, present), "markers": relevant,
                             "fts_tables": present, "backfill": None}
-    high, progress = relevant.get("fts_rebuild_high_water"), relevant.get("fts_rebuild_progress")
+    high, progress = (relevant.get(names.BACKFILL_HIGH_WATER),
+                      relevant.get(names.BACKFILL_PROGRESS))
     if high is not None:
         try:
             high_i, prog_i = int(high), int(progress or 0)
@@ -450,6 +454,25 @@ def trigram_locale(conn: Connection) -> Finding | None:
     return Finding("trigram_locale", "ok", f"LC_CTYPE {ctype}: pg_trgm reads CJK text")
 
 
+def _agent_cjk(conn: Connection) -> Finding | None:
+    """The agent's CJK index on its native tokenizer, which this process has not loaded: every
+    write to messages is refused here (docs/mixed-fleets.md#the-agents-cjk-tokenizer)."""
+    index = next((o for o in catalog.agent_cjk_objects(conn) if o.type == "table"), None)
+    problem = agent_tokenizer_problem()
+    if index is None or catalog.AGENT_CJK_TOKENIZER not in index.sql or problem is None:
+        return None
+    return Finding("agent_cjk", "warn", f"the agent's CJK index {index.name} needs its tokenizer "
+                   f"to write messages, and {problem}",
+                   "a Python whose sqlite3 can load extensions, or "
+                   "hermes-store repair --drop-agent-cjk")
+
+
+def _layout_drift(check: str, wrong: list[str], found: str, ok: str) -> Finding:
+    if not wrong:
+        return Finding(check, "ok", ok)
+    return Finding(check, "damage", found + ", ".join(wrong), "hermes-store repair")
+
+
 def diagnose(conn: Connection, path: Path, *, full: bool = False,
              holders: list[tuple[int, str]] | None = None,
              sqlite_version: tuple[int, ...] = (0,)) -> DoctorReport:
@@ -467,12 +490,17 @@ def diagnose(conn: Connection, path: Path, *, full: bool = False,
     for table in catalog.fts5_tables(conn):
         findings.append(_fts_structure(conn, table))
     if st.at_head:
-        foreign = layout.foreign_index_triggers(conn)
-        findings.append(Finding(
-            "foreign_triggers", "warn" if foreign else "ok",
-            ("second writers to the search indexes (another program's triggers): "
-             + ", ".join(foreign)) if foreign else "none",
-            "hermes-store repair" if foreign else None))
+        # Missing or foreign triggers mean search silently misses or doubles rows: not a warning.
+        findings.append(_layout_drift(
+            "search_layout", layout.missing_objects(conn),
+            "missing, so rows written meanwhile are not searchable until repair restores them: ",
+            "every view, index and trigger of ours"))
+        findings.append(_layout_drift(
+            "foreign_triggers", layout.foreign_index_triggers(conn),
+            "second writers to the search indexes (another program's triggers): ", "none"))
+    agent_cjk = _agent_cjk(conn)
+    if agent_cjk is not None:
+        findings.append(agent_cjk)
     stats = None
     try:
         stats = collect(conn, path)

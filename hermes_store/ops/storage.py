@@ -10,12 +10,12 @@ Also FTS integrity and rebuild (``repair``); retention lives elsewhere.
 
 ``optimize_storage`` finishes what revision 0013 started cheaply:
 
-1. **backfill** — index the window ``(P, H]`` of ``state_meta`` (``fts_rebuild_progress``,
-   ``fts_rebuild_high_water``) in chunks. Each chunk is one short write transaction that indexes
+1. **backfill** — index the window ``(P, H]`` of ``state_meta`` (``hs_backfill_progress``,
+   ``hs_backfill_high_water``) in chunks. Each chunk is one short write transaction that indexes
    its ids in every index and moves ``P`` in the same commit, so a ``kill -9`` anywhere leaves
    either the whole chunk or none of it: a rerun continues from ``P`` and indexes every row
    exactly once. When ``P`` reaches ``H`` both keys are deleted and the triggers own every row.
-   Rows written by other programs (``messages_cjk_pending``) are caught up too.
+   Rows written by other programs (``hs_cjk_pending``) are caught up too.
 2. **teardown** — the retired inline tables (``…_old``) are no longer read once the window is
    closed. Their shadow tables are emptied in small transactions (an FTS5 ``DELETE`` would
    re-tokenize every row; the retired index is never consulted again, so its pages are simply
@@ -39,7 +39,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from hermes_store.db import engine as db_engine
-from hermes_store.db import catalog
+from hermes_store.db import catalog, derived, names
 from hermes_store.db.catalog import backfill_window, tables
 from hermes_store.db.engine import checkpoint, engine_path, open_engine, reading, run_write
 from hermes_store.ops.backup import require_free_space
@@ -56,25 +56,27 @@ RETIRED = catalog.RETIRED_FTS_INDEXES
 # the emptied table still connect, so DROP TABLE can run its normal path.
 _KEEP_DATA_ROWID = 10
 
-_BACKFILL_WORD = """
-INSERT INTO messages_fts (rowid, content, tool_name, tool_calls)
-SELECT id, content, tool_name, tool_calls FROM messages_fts_src WHERE id > ? AND id <= ?"""
-_BACKFILL_TRIGRAM = """
-INSERT INTO messages_fts_trigram (rowid, content, tool_name)
-SELECT id, content, tool_name FROM messages_fts_trigram_src WHERE id > ? AND id <= ?"""
-_SET_PROGRESS = "UPDATE state_meta SET value = ? WHERE key = 'fts_rebuild_progress'"
+_BACKFILL_WORD = f"""
+INSERT INTO {names.WORD_INDEX} (rowid, content, tool_name, tool_calls)
+SELECT id, content, tool_name, tool_calls FROM {names.WORD_SOURCE} WHERE id > ? AND id <= ?"""
+_BACKFILL_TRIGRAM = f"""
+INSERT INTO {names.TRIGRAM_INDEX} (rowid, content, tool_name)
+SELECT id, content, tool_name FROM {names.TRIGRAM_SOURCE} WHERE id > ? AND id <= ?"""
+_SET_PROGRESS = f"UPDATE state_meta SET value = ? WHERE key = '{names.BACKFILL_PROGRESS}'"
 _CLOSE_WINDOW = ("DELETE FROM state_meta "
-                 "WHERE key IN ('fts_rebuild_progress', 'fts_rebuild_high_water')")
-# FTS5's own 'rebuild' scans the content view with a statement that may not use a table-valued
-# function (json_each, which reads multimodal parts): empty the index and insert from the view.
+                 f"WHERE key IN ('{names.BACKFILL_PROGRESS}', '{names.BACKFILL_HIGH_WATER}')")
+# The word and trigram indexes are emptied and filled from their views (the content sources,
+# which FTS5's own 'rebuild' reads as well), the window's rows included.
 _REBUILD = {
-    "messages_fts": ("INSERT INTO messages_fts (messages_fts) VALUES ('delete-all')",
-                     _BACKFILL_WORD),
-    "messages_fts_trigram": (
-        "INSERT INTO messages_fts_trigram (messages_fts_trigram) VALUES ('delete-all')",
+    names.WORD_INDEX: (f"INSERT INTO {names.WORD_INDEX} ({names.WORD_INDEX}) VALUES ('delete-all')",
+                       _BACKFILL_WORD),
+    names.TRIGRAM_INDEX: (
+        f"INSERT INTO {names.TRIGRAM_INDEX} ({names.TRIGRAM_INDEX}) VALUES ('delete-all')",
         _BACKFILL_TRIGRAM),
 }
-_DELETE_ALL_CJK = "INSERT INTO messages_fts_cjk (messages_fts_cjk) VALUES ('delete-all')"
+_DELETE_ALL_CJK = f"INSERT INTO {names.CJK_INDEX} ({names.CJK_INDEX}) VALUES ('delete-all')"
+# The multimodal rows' text (names.PART_TEXT) derived again from messages, before the views are read.
+_REFILL_PART_TEXT = (f"DELETE FROM {names.PART_TEXT}", derived.FILL_PART_TEXT)
 _MAX_ID = "SELECT COALESCE(max(id), 0) FROM messages"
 _OPTIMIZE = {name: f"INSERT INTO {name} ({name}) VALUES ('optimize')" for name in INDEXES}
 _INTEGRITY = "INSERT INTO {t} ({t}) VALUES ('integrity-check')"
@@ -129,11 +131,11 @@ def backfill_chunk(conn: Connection, chunk: int = BACKFILL_CHUNK) -> tuple[int, 
     lo, hi = window
     top = min(lo + max(1, chunk), hi)
     present = tables(conn)
-    if "messages_fts" in present:
+    if names.WORD_INDEX in present:
         conn.exec_driver_sql(_BACKFILL_WORD, (lo, top))
-    if "messages_fts_trigram" in present:
+    if names.TRIGRAM_INDEX in present:
         conn.exec_driver_sql(_BACKFILL_TRIGRAM, (lo, top))
-    if "messages_cjk" in present:
+    if names.CJK_SIDE in present:
         bigrams.index_range(conn, lo, top)
     if top >= hi:
         conn.exec_driver_sql(_CLOSE_WINDOW)
@@ -336,12 +338,15 @@ def rebuild_indexes(conn: Connection) -> None:
     """
     present = tables(conn)
     top = int(conn.exec_driver_sql(_MAX_ID).scalar() or 0)
+    if names.PART_TEXT in present:
+        for stmt in _REFILL_PART_TEXT:
+            conn.exec_driver_sql(stmt)
     for name, (empty, fill) in _REBUILD.items():
         if name in present:
             conn.exec_driver_sql(empty)
             conn.exec_driver_sql(fill, (0, top))
-    if "messages_cjk" in present:
-        conn.exec_driver_sql("DELETE FROM messages_cjk")
+    if names.CJK_SIDE in present:
+        conn.exec_driver_sql(f"DELETE FROM {names.CJK_SIDE}")
         conn.exec_driver_sql(_DELETE_ALL_CJK)
         for lo in range(0, top, BACKFILL_CHUNK):
             bigrams.index_range(conn, lo, min(lo + BACKFILL_CHUNK, top))

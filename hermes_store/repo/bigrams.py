@@ -2,13 +2,13 @@
 
 ``sync_messages(conn, ids)`` brings the side rows of the given messages up to date inside the
 caller's transaction: the writer inserts or updates messages, the ``messages`` triggers record
-the ids in ``messages_cjk_pending``, and this derives the bigram text (:func:`cjk_bigram_text`),
-writes ``messages_cjk`` (whose own triggers keep ``messages_fts_cjk`` in step) and clears the ids.
+the ids in ``hs_cjk_pending``, and this derives the bigram text (:func:`cjk_bigram_text`),
+writes ``hs_cjk`` (whose own triggers keep ``hs_fts_cjk`` in step) and clears the ids.
 Rows written by other programs stay pending until :func:`catch_up` runs; search covers them
 meanwhile with a LIKE bounded to the pending ids. Until the index exists it does nothing.
 
 On PostgreSQL (revision 0018) there are no triggers and no side table: the same tokens live in
-the ``messages.search_cjk`` tsvector, written with the row itself (:func:`with_vector`, so an
+the ``messages.hs_search_cjk`` tsvector, written with the row itself (:func:`with_vector`, so an
 append is one INSERT, never an INSERT and an UPDATE of an indexed column). The literal is built
 here (:func:`cjk_vector`), because the text-search parser would drop the private-use end mark;
 tokens are cut and casefolded as unicode61 cuts and folds them, and a query is mapped onto them
@@ -29,7 +29,7 @@ from itertools import accumulate
 from sqlalchemy import Connection, Table, column, table
 
 from hermes_store.content import text_of
-from hermes_store.db import catalog
+from hermes_store.db import catalog, names
 from hermes_store.db.dialect import PG, dialect_name, has_fts5
 from hermes_store.db.models import Message
 
@@ -103,23 +103,23 @@ CATCH_UP_CHUNK = 500
 
 # The backfill window (revision 0013) is indexed by the backfill alone; a writer leaves it.
 _DELETE_SIDE = (
-    "DELETE FROM messages_cjk WHERE id IN (SELECT value FROM json_each(?)) "
+    "DELETE FROM hs_cjk WHERE id IN (SELECT value FROM json_each(?)) "
     f"AND NOT {catalog.in_backfill_window('id')}"
 )
 _SCOPE_ROWS = (
-    "SELECT id, text, tool_name, tool_calls FROM messages_search_scope "
+    "SELECT id, text, tool_name, tool_calls FROM hs_search_scope "
     "WHERE id IN (SELECT value FROM json_each(?)) "
     f"AND NOT {catalog.in_backfill_window('id')}"
 )
 _SCOPE_RANGE = (
-    "SELECT id, text, tool_name, tool_calls FROM messages_search_scope WHERE id > ? AND id <= ?"
+    "SELECT id, text, tool_name, tool_calls FROM hs_search_scope WHERE id > ? AND id <= ?"
 )
-_DELETE_RANGE = "DELETE FROM messages_cjk WHERE id > ? AND id <= ?"
-_CLEAR_PENDING_RANGE = "DELETE FROM messages_cjk_pending WHERE id > ? AND id <= ?"
-_INSERT_SIDE = "INSERT OR REPLACE INTO messages_cjk (id, text, calls) VALUES (?, ?, ?)"
-_CLEAR_PENDING = "DELETE FROM messages_cjk_pending WHERE id IN (SELECT value FROM json_each(?))"
-_PENDING_IDS = "SELECT id FROM messages_cjk_pending ORDER BY id LIMIT ?"
-_PENDING_COUNT = "SELECT count(*) FROM messages_cjk_pending"
+_DELETE_RANGE = "DELETE FROM hs_cjk WHERE id > ? AND id <= ?"
+_CLEAR_PENDING_RANGE = "DELETE FROM hs_cjk_pending WHERE id > ? AND id <= ?"
+_INSERT_SIDE = "INSERT OR REPLACE INTO hs_cjk (id, text, calls) VALUES (?, ?, ?)"
+_CLEAR_PENDING = "DELETE FROM hs_cjk_pending WHERE id IN (SELECT value FROM json_each(?))"
+_PENDING_IDS = "SELECT id FROM hs_cjk_pending ORDER BY id LIMIT ?"
+_PENDING_COUNT = "SELECT count(*) FROM hs_cjk_pending"
 
 
 def side_row(text: str | None, tool_name: str | None,
@@ -167,10 +167,10 @@ def _sync(conn: Connection, ids: list[int]) -> None:
 
 # One message (every append) takes the same steps with ``id = ?`` on the driver cursor:
 # SQLAlchemy's per-statement cost was most of an append's fixed cost.
-_DELETE_SIDE_ONE = f"DELETE FROM messages_cjk WHERE id = ? AND NOT {catalog.in_backfill_window('id')}"
-_SCOPE_ROW = ("SELECT text, tool_name, tool_calls FROM messages_search_scope WHERE id = ? "
+_DELETE_SIDE_ONE = f"DELETE FROM hs_cjk WHERE id = ? AND NOT {catalog.in_backfill_window('id')}"
+_SCOPE_ROW = ("SELECT text, tool_name, tool_calls FROM hs_search_scope WHERE id = ? "
               f"AND NOT {catalog.in_backfill_window('id')}")
-_CLEAR_PENDING_ONE = "DELETE FROM messages_cjk_pending WHERE id = ?"
+_CLEAR_PENDING_ONE = "DELETE FROM hs_cjk_pending WHERE id = ?"
 
 
 def _sync_one(conn: Connection, row_id: int) -> list[int]:
@@ -232,7 +232,7 @@ def index_range(conn: Connection, lo: int, hi: int) -> None:
 
 # --- PostgreSQL: the tsvector column ------------------------------------------------------------
 
-PG_COLUMN = "search_cjk"
+PG_COLUMN = names.PG_CJK_COLUMN
 # The literal stays below tsvector's 1 MB of lexemes even for 4-byte characters (the derived
 # text of 100,000 characters has at most 100,000 distinct two-character pieces).
 PG_TEXT_CHARS = 100_000
@@ -270,7 +270,7 @@ def _lexeme(token: str) -> str:
 
 
 def cjk_vector(text: str | None, tool_name: str | None, tool_calls: str | None) -> str:
-    """The ``search_cjk`` literal of a covered row: ``''`` when it holds no CJK character.
+    """The ``hs_search_cjk`` literal of a covered row: ``''`` when it holds no CJK character.
 
     The derived text (weight A) is what the SQLite side table's ``text`` holds; the tool-call JSON
     follows as weight B, one position apart, so a phrase never spans the two (a CJK query term
@@ -309,7 +309,7 @@ def tsquery_phrase(text: str, *, prefix: bool = False, weight: str = "") -> str 
 
 
 def row_vector(row: dict[str, object]) -> str | None:
-    """``search_cjk`` of a row about to be inserted: NULL for tool rows (never covered)."""
+    """``hs_search_cjk`` of a row about to be inserted: NULL for tool rows (never covered)."""
     if row.get("role") == "tool":
         return None
     return cjk_vector(text_of(row.get("content")), row.get("tool_name"),  # type: ignore[arg-type]
@@ -323,7 +323,7 @@ PG_MESSAGES = table("messages", *(column(c.name, c.type) for c in Message.__tabl
 
 
 def writes_vector(conn: Connection, into: Table | None = None) -> bool:
-    """True when rows inserted into ``into`` (the messages table) must carry ``search_cjk``."""
+    """True when rows inserted into ``into`` (the messages table) must carry ``hs_search_cjk``."""
     if dialect_name(conn) != PG or not has_index(conn):
         return False
     return into is None or into.name == "messages"
@@ -334,10 +334,10 @@ def with_vector(row: dict[str, object]) -> dict[str, object]:
 
 
 _PG_PENDING = ("SELECT id, content, role, tool_name, tool_calls FROM messages "
-               "WHERE search_cjk IS NULL AND role IS DISTINCT FROM 'tool' ORDER BY id LIMIT %s")
-_PG_SET = "UPDATE messages SET search_cjk = %s::tsvector WHERE id = %s"
+               "WHERE hs_search_cjk IS NULL AND role IS DISTINCT FROM 'tool' ORDER BY id LIMIT %s")
+_PG_SET = "UPDATE messages SET hs_search_cjk = %s::tsvector WHERE id = %s"
 _PG_PENDING_COUNT = ("SELECT count(*) FROM messages "
-                     "WHERE search_cjk IS NULL AND role IS DISTINCT FROM 'tool'")
+                     "WHERE hs_search_cjk IS NULL AND role IS DISTINCT FROM 'tool'")
 
 
 def _pg_catch_up(conn: Connection, limit: int) -> int:

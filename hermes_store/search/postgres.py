@@ -2,13 +2,13 @@
 same routes, hit lists and page as ``search.sqlite``, over revision 0018's indexes (the word
 column's text split at punctuation since revision 0020).
 
-* word route: ``messages.search_words @@ to_tsquery('hermes_search', …)`` with every term cut
-  at unicode61's separators, as the column's text was (``hermes_word_text``, revision 0020), and
+* word route: ``messages.hs_search_words @@ to_tsquery('hs_search', …)`` with every term cut
+  at unicode61's separators, as the column's text was (``hs_word_text``, revision 0020), and
   its pieces quoted lexemes in ``<->`` steps: ``chat-send`` is ``('chat' <-> 'send')``,
   ``"Cargo.to"*`` is ``('Cargo' <-> 'to':*)``, as FTS5 reads both as phrases.
   ``websearch_to_tsquery`` is not used: it loses prefixes, parentheses and NOT. Rows holding CJK
   are judged by the bigram column instead, as SQLite judges them by its bigram index;
-* bigram route: ``messages.search_cjk @@ '…'::tsquery``, a literal of the lexemes
+* bigram route: ``messages.hs_search_cjk @@ '…'::tsquery``, a literal of the lexemes
   ``repo.bigrams`` writes (a CJK term asks for weight A, the text, as SQLite names the column);
 * substring route: ``ILIKE`` on the expression the pg_trgm index covers, scoped as the trigram
   index is;
@@ -57,20 +57,20 @@ _ALL_COLUMNS = ("m.content", "m.tool_name", "m.tool_calls")
 
 # Conditions of the parts of a hit list, on ``messages AS m`` (and ``sessions AS s``).
 # Rows whose CJK tokens are written are judged by the bigram column alone.
-_WORD_MATCH = f"m.search_words @@ {_WORD_QUERY}"
-# ``COALESCE(length(m.search_cjk), 0)`` is the expression revision 0021 keeps statistics on, so
+_WORD_MATCH = f"m.hs_search_words @@ {_WORD_QUERY}"
+# ``COALESCE(length(m.hs_search_cjk), 0)`` is the expression revision 0021 keeps statistics on, so
 # the planner knows how many rows each side of the split holds. The bigram match repeats it
 # (implied by any match): without it a store with no CJK text, whose bigram column has no lexeme
 # statistics, gets PostgreSQL's default guess of 0.5% for every term, and a time-ordered search
 # for a term found nowhere would walk the whole table.
-_CJK_LENGTH = "COALESCE(length(m.search_cjk), 0)"
+_CJK_LENGTH = "COALESCE(length(m.hs_search_cjk), 0)"
 _WORD_SPLIT = f" AND {_CJK_LENGTH} = 0"
-_WORD_SCORE = f"-ts_rank_cd(m.search_words, {_WORD_QUERY})::float8"
-_BIGRAM_MATCH = f"m.search_cjk @@ %s::tsquery AND {_CJK_LENGTH} > 0"
-_BIGRAM_SCORE = "-ts_rank_cd(m.search_cjk, %s::tsquery)::float8"
+_WORD_SCORE = f"-ts_rank_cd(m.hs_search_words, {_WORD_QUERY})::float8"
+_BIGRAM_MATCH = f"m.hs_search_cjk @@ %s::tsquery AND {_CJK_LENGTH} > 0"
+_BIGRAM_SCORE = "-ts_rank_cd(m.hs_search_cjk, %s::tsquery)::float8"
 _TRIGRAM = f"m.role IS DISTINCT FROM 'tool' AND {_SCOPE} AND {{like}}"
 # Rows another program wrote wait for ``bigrams.catch_up`` (a partial index holds their ids).
-_PENDING_LIKE = f"m.search_cjk IS NULL AND m.role IS DISTINCT FROM 'tool' AND {_SCOPE} AND {{like}}"
+_PENDING_LIKE = f"m.hs_search_cjk IS NULL AND m.role IS DISTINCT FROM 'tool' AND {_SCOPE} AND {{like}}"
 _IN_SOURCES = "s.source = ANY(%s::text[]) AND {like}"
 _ID_LIST = "m.id = ANY(%s::bigint[])"
 _LITERAL_CHECK = """
@@ -201,7 +201,7 @@ _NO_LEXEME = "' '"
 
 
 def word_pieces(text: str) -> list[str]:
-    """``text`` cut where unicode61 (and so ``hermes_word_text``) cuts it."""
+    """``text`` cut where unicode61 (and so ``hs_word_text``) cuts it."""
     return [piece for piece in _SEPARATORS.split(text) if piece]
 
 
@@ -216,7 +216,7 @@ def _word_leaf(term: Term) -> str:
 
 
 def word_query(tree: Node) -> str:
-    """The text ``to_tsquery('hermes_search', …)`` reads for ``tree``."""
+    """The text ``to_tsquery('hs_search', …)`` reads for ``tree``."""
     return _render(tree, _word_leaf, " & ", " | ", "{} & !{}")
 
 

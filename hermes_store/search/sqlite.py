@@ -33,36 +33,37 @@ def _scored(template: str) -> tuple[str, str]:
 # Parts of a hit list: each selects (id, rank, origin). ``origin`` says where the snippet comes
 # from: an FTS5 snippet of the word or trigram index, or the stored text.
 _WORD_MATCH = """
-SELECT f.rowid, {score}, 'word' FROM messages_fts AS f
-WHERE messages_fts MATCH ?"""
+SELECT f.rowid, {score}, 'word' FROM hs_fts AS f
+WHERE hs_fts MATCH ?"""
 _WORD_HITS = _scored(_WORD_MATCH)
 _WORD_HITS_SPLIT = _scored(_WORD_MATCH + """
-  AND NOT EXISTS (SELECT 1 FROM messages_cjk AS c WHERE c.id = f.rowid)""")
+  AND NOT EXISTS (SELECT 1 FROM hs_cjk AS c WHERE c.id = f.rowid)""")
 _BIGRAM_MATCH = """
-SELECT rowid, {score}, '{origin}' FROM messages_fts_cjk WHERE messages_fts_cjk MATCH ?"""
+SELECT rowid, {score}, '{origin}' FROM hs_fts_cjk WHERE hs_fts_cjk MATCH ?"""
 _BIGRAM_HITS = _scored(_BIGRAM_MATCH.replace("{origin}", "text"))
 # On the word route (no NOT) a bigram hit may be a word hit too; the page asks the word index
 # (``_RESOLVED``): a row either index finds gets FTS5's snippet whichever scored it better.
 _BIGRAM_WORD_HITS = _scored(_BIGRAM_MATCH.replace("{origin}", "bigram"))
 _TRIGRAM_HITS = _scored("""
-SELECT rowid, {score}, 'trigram' FROM messages_fts_trigram
-WHERE messages_fts_trigram MATCH ?""")
+SELECT rowid, {score}, 'trigram' FROM hs_fts_trigram
+WHERE hs_fts_trigram MATCH ?""")
 _RETIRED_WORD_HITS = _scored("""
-SELECT rowid, {score}, 'text' FROM messages_fts_old
-WHERE messages_fts_old MATCH ? AND rowid > ? AND rowid <= ?""")
+SELECT rowid, {score}, 'text' FROM hs_fts_old
+WHERE hs_fts_old MATCH ? AND rowid > ? AND rowid <= ?""")
 _RETIRED_TRIGRAM_HITS = _scored("""
-SELECT o.rowid, {score}, 'text' FROM messages_fts_trigram_old AS o
-WHERE messages_fts_trigram_old MATCH ? AND o.rowid > ? AND o.rowid <= ?
-  AND EXISTS (SELECT 1 FROM messages_search_scope AS sc WHERE sc.id = o.rowid)""")
+SELECT o.rowid, {score}, 'text' FROM hs_fts_trigram_old AS o
+WHERE hs_fts_trigram_old MATCH ? AND o.rowid > ? AND o.rowid <= ?
+  AND EXISTS (SELECT 1 FROM hs_search_scope AS sc WHERE sc.id = o.rowid)""")
 # CROSS JOIN keeps the (normally empty) pending list as the outer loop.
 _PENDING_LIKE_HITS = """
-SELECT sc.id, 0.0, 'text' FROM messages_cjk_pending AS p
-CROSS JOIN messages_search_scope AS sc ON sc.id = p.id WHERE {like}"""
+SELECT sc.id, 0.0, 'text' FROM hs_cjk_pending AS p
+CROSS JOIN hs_search_scope AS sc ON sc.id = p.id WHERE {like}"""
 _WINDOW_SCOPE_LIKE_HITS = """
-SELECT sc.id, 0.0, 'text' FROM messages_search_scope AS sc
+SELECT sc.id, 0.0, 'text' FROM hs_search_scope AS sc
 WHERE sc.id > ? AND sc.id <= ? AND {like}"""
+# The text of the window's rows, multimodal parts included, as the word index will hold it.
 _WINDOW_LIKE_HITS = """
-SELECT m.id, 0.0, 'text' FROM messages AS m WHERE m.id > ? AND m.id <= ? AND {like}"""
+SELECT t.id, 0.0, 'text' FROM hs_search_text AS t WHERE t.id > ? AND t.id <= ? AND {like}"""
 _LIKE_HITS = "SELECT m.id, 0.0, 'text' FROM messages AS m WHERE {like}"
 # With a source filter the LIKE route walks only those sessions' messages (both are indexed).
 _LIKE_HITS_IN_SOURCES = """
@@ -82,6 +83,7 @@ SELECT id, 0.0, 'text' FROM messages WHERE id IN (SELECT id FROM lc)
 
 _ALL_COLUMNS = ("m.content", "m.tool_name", "m.tool_calls")
 _SCOPE_COLUMNS = ("sc.text", "sc.tool_name")
+_TEXT_COLUMNS = ("t.text", "t.tool_name", "t.tool_calls")
 
 
 # The page statement's columns, in select order (name -> expression). ``content`` and
@@ -214,8 +216,8 @@ _SNIPPETS = """,
                   AND (SELECT max(id) FROM page WHERE origin IN ({origins}))
     AND +rowid IN (SELECT id FROM page WHERE origin IN ({origins})))"""
 # index -> (its table, the origins whose rows it may hold)
-_SNIPPET_INDEXES = {"word": ("messages_fts", "'word', 'bigram'"),
-                    "trigram": ("messages_fts_trigram", "'trigram'")}
+_SNIPPET_INDEXES = {"word": ("hs_fts", "'word', 'bigram'"),
+                    "trigram": ("hs_fts_trigram", "'trigram'")}
 _SNIPPET = "(SELECT snippet FROM {index}_snippets WHERE id = page.id)"
 # A bigram hit of the word route is a word hit when the word index holds it too.
 _RESOLVED = ("CASE page.origin WHEN 'bigram' THEN CASE WHEN EXISTS (SELECT 1 FROM word_snippets "
@@ -335,7 +337,7 @@ def _word_parts(tree: Node, layout: SearchLayout, scored: bool) -> list[Sql]:
             parts.append(Sql(_RETIRED_WORD_HITS[scored],
                              [language.render_match(tree, "word"), *layout.window]))
         else:
-            parts.append(_like_part(_WINDOW_LIKE_HITS, tree, _ALL_COLUMNS, layout.window))
+            parts.append(_like_part(_WINDOW_LIKE_HITS, tree, _TEXT_COLUMNS, layout.window))
     return parts
 
 
@@ -351,7 +353,7 @@ def _trigram_parts(tree: Node, layout: SearchLayout, scored: bool) -> list[Sql]:
 
 
 def _pending_part(tree: Node) -> Sql:
-    # A row waits in messages_cjk_pending or is in the bigram index, never both.
+    # A row waits in hs_cjk_pending or is in the bigram index, never both.
     pending = _like_part(_PENDING_LIKE_HITS, tree, _SCOPE_COLUMNS)
     return Sql(pending.text, pending.params, width=0)
 

@@ -11,7 +11,7 @@ to the index that can answer it (``language.route_term``) and then either
   (``language.evaluate_tree``) on PostgreSQL.
 
 Every route is bounded: an index lookup, plus LIKE only over the ids still waiting for the CJK
-index (``messages_cjk_pending``) or inside an open backfill window; the explicit LIKE route
+index (``hs_cjk_pending``) or inside an open backfill window; the explicit LIKE route
 (tool bodies, excluded sources) is the one documented exception. Filters, order and paging are
 applied once, in the final query, so they are identical on every route; a page is one
 statement, whatever the ties at its cut.

@@ -5,7 +5,9 @@ tool-call JSON included), which is most of a legacy file. Re-indexing a multi-GB
 the upgrade transaction would hold the write lock for minutes, so this revision only:
 
 * drops every FTS trigger on ``messages``/``sessions`` (by name or by what they reference:
-  upstream releases used other names) and the views such layouts read;
+  upstream releases used other names) and the views such layouts read, except the agent's own
+  CJK objects (``messages_fts_cjk`` on its native ``cjk_unicode61`` tokenizer, its view and
+  triggers): they serve the agent, which keeps writing this file, and are left to it;
 * renames inline indexes aside (``…_old``: a schema edit, no data moved). They keep answering
   queries for the rows the new indexes do not cover yet, so search is complete at once;
 * drops external-content or contentless indexes (they hold no text of their own), falling back
@@ -46,6 +48,19 @@ VALUES ('fts_rebuild_high_water', :high), ('fts_rebuild_progress', '0')
 """
 
 
+# The agent's CJK index, built only where its native tokenizer loads (docs/mixed-fleets.md).
+AGENT_CJK_INDEX = "messages_fts_cjk"
+AGENT_CJK_TOKENIZER = "cjk_unicode61"
+
+
+def _agent_cjk() -> bool:
+    sql = op.get_bind().exec_driver_sql(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
+        (AGENT_CJK_INDEX,)).scalar()
+    # Its tokenizer, or its content view when a test stands unicode61 in for the tokenizer.
+    return AGENT_CJK_TOKENIZER in (sql or "") or "messages_fts_cjk_src" in (sql or "")
+
+
 def _names(sql: str) -> list[str]:
     return [row[0] for row in op.get_bind().exec_driver_sql(sql)]
 
@@ -81,15 +96,20 @@ def _is_small() -> bool:
 def upgrade() -> None:
     if op.get_bind().dialect.name != "sqlite":
         return  # FTS5: PostgreSQL's search objects come from their own revision
+    agents = AGENT_CJK_INDEX if _agent_cjk() else None
     for trigger in _names(FTS_TRIGGERS):
-        op.execute(f'DROP TRIGGER "{trigger}"')
+        if not (agents and trigger.startswith(agents)):
+            op.execute(f'DROP TRIGGER "{trigger}"')
     for view in _names(FTS_VIEWS):
-        op.execute(f'DROP VIEW "{view}"')
+        if not (agents and view.startswith(agents)):
+            op.execute(f'DROP VIEW "{view}"')
     bind = op.get_bind()
     high = bind.exec_driver_sql("SELECT max(id) FROM messages").scalar()
     windowed = bool(high) and not _is_small()
     tables = _tables()
     for name in INDEXES:
+        if name == agents:
+            continue
         retired = name + RETIRED_SUFFIX
         if retired in tables:  # an earlier, unfinished retirement: superseded by this one
             _drop(retired)

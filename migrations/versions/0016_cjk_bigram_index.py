@@ -99,8 +99,13 @@ def _small_store() -> bool:
 def upgrade() -> None:
     if op.get_bind().dialect.name != "sqlite":
         return  # FTS5: PostgreSQL's search objects come from their own revision
+    # The agent's own messages_fts_cjk (its native tokenizer, kept by 0013) holds the name: our
+    # bigram index and the triggers writing to it come with revision 0022, under names of ours.
+    taken = op.get_bind().exec_driver_sql(
+        "SELECT 1 FROM sqlite_master WHERE name = 'messages_fts_cjk'").first() is not None
     for stmt in STATEMENTS:
-        op.execute(stmt)
+        if not (taken and "messages_fts_cjk" in stmt):
+            op.execute(stmt)
     if _small_store():
         op.execute(BACKFILL)
 
