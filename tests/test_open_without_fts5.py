@@ -20,6 +20,7 @@ import pytest
 from hermes_store import SessionDB
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
+from hermes_store.errors import SchemaMismatchError
 from hermes_store.facade import opening
 
 ABSENT = "fts5_absent"
@@ -156,3 +157,97 @@ def test_a_legacy_store_keeps_its_stamps_until_fts5_is_back(legacy_db, no_fts5,
     with SessionDB(path) as db:
         assert [m["session_id"] for m in db.search_messages("quokka")] == ["new"]
     assert migrate.status(path).at_head
+
+
+# --------------------------------------------------------------------------- the agent's emulation
+# The agent's tests take FTS5 away differently: every statement naming ``USING fts5`` fails with
+# "no such module: fts5", on connections and cursors alike, from a swapped ``sqlite3.connect``.
+
+
+def _refuse_fts5(sql: str) -> None:
+    if "USING fts5" in sql:
+        raise sqlite3.OperationalError("no such module: fts5")
+
+
+class _Cursor(sqlite3.Cursor):
+    def execute(self, sql, *args):
+        _refuse_fts5(sql)
+        return super().execute(sql, *args)
+
+    def executescript(self, sql):
+        _refuse_fts5(sql)
+        return super().executescript(sql)
+
+
+class _Connection(sqlite3.Connection):
+    def cursor(self, factory=_Cursor):
+        return super().cursor(factory)
+
+    def execute(self, sql, *args):
+        _refuse_fts5(sql)
+        return super().execute(sql, *args)
+
+    def executescript(self, sql):
+        _refuse_fts5(sql)
+        return super().executescript(sql)
+
+
+@pytest.fixture
+def refusing_fts5(monkeypatch) -> Iterator[None]:
+    engine_mod.fts5_available()  # a process that had already asked, with FTS5, before the swap
+    real = sqlite3.connect
+
+    def connect(*args, **kwargs):
+        kwargs.setdefault("factory", _Connection)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    monkeypatch.setattr(opening, "_no_fts5_noted", False)
+    yield
+    engine_mod.dispose_all()
+
+
+def test_a_new_store_is_created_where_fts5_statements_fail(store_path: Path,
+                                                           refusing_fts5) -> None:
+    with SessionDB(store_path) as db:
+        db.create_session("s1", "cli")
+        db.append_message("s1", "user", "no index here: wombat")
+        assert db.search_messages("wombat") == []
+        assert [m["content"] for m in db.get_messages("s1")] == ["no index here: wombat"]
+
+
+@pytest.mark.parametrize("version", [6, 10, 11, 21])
+def test_an_old_store_opens_where_fts5_statements_fail(legacy_db, version: int,
+                                                       refusing_fts5) -> None:
+    path = legacy_db(version)
+    with SessionDB(path) as db:
+        db.create_session("new", "cli")
+        db.append_message("new", "user", "meanwhile: wombat")
+        assert db.search_messages("wombat") == []
+        assert len(db.get_messages("new")) == 1
+
+
+def test_an_explicit_upgrade_without_fts5_says_why_and_changes_nothing(legacy_db,
+                                                                       refusing_fts5) -> None:
+    path = legacy_db(10)
+    before = path.read_bytes()
+    with pytest.raises(SchemaMismatchError, match="no FTS5"):
+        migrate.upgrade(path)
+    engine_mod.dispose_all()
+    assert path.read_bytes() == before
+
+
+def test_a_malformed_store_is_repaired_and_opens_where_fts5_statements_fail(
+        loaded: Path, refusing_fts5, monkeypatch) -> None:
+    monkeypatch.setattr(opening, "_repair_attempted_paths", set())
+    engine_mod.dispose_all()
+    con = sqlite3.connect(loaded)
+    con.execute("PRAGMA writable_schema=ON")
+    with con:
+        con.execute("INSERT INTO sqlite_master SELECT * FROM sqlite_master "
+                    "WHERE name = 'messages_fts'")
+    con.close()
+    with SessionDB(loaded) as db:
+        db.append_message("old", "user", "after the repair: wombat")
+        assert db.search_messages("wombat") == []
+        assert len(db.get_messages("old")) == 2

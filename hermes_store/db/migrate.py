@@ -46,6 +46,7 @@ from sqlalchemy.engine import URL
 from hermes_store.db import catalog, postgres
 from hermes_store.db.engine import (
     READ_COMMITTED,
+    fts5_available,
     lock_for_migration,
     open_engine,
     reading,
@@ -334,6 +335,14 @@ def prepare_for_upgrade(conn: Connection, context: MigrationContext,
     if conn.dialect.name != "sqlite":
         postgres.prepare_version_table(conn)
         return
+    if not fts5_available():
+        # Every path from below head builds FTS5 indexes; refuse before the first revision
+        # rather than fail inside one. An open (``SessionDB``) still works, without search.
+        raise SchemaMismatchError(
+            "this SQLite has no FTS5 module, which the upgrade needs to build the search "
+            "indexes; nothing was changed. SessionDB still opens the store, with search "
+            "answering nothing, and the next open with FTS5 upgrades it "
+            "(docs/v21.md#open-time-behaviour)", state="no-fts5")
     drop_orphan_fts_shadows(conn)
     tables = catalog.relations(conn)
     if to_head:
