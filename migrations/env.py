@@ -53,7 +53,7 @@ def _is_upgrade() -> bool:
 def _destination_path() -> frozenset[str]:
     """Every revision at or below the upgrade's destination. A legacy revision reads it (as the
     ``hermes_upgrade_through`` option) to leave unbuilt an index that a later revision of the
-    same run retires (docs/migrations.md#legacy-indexes-are-not-built-to-be-dropped)."""
+    same run retires (docs/contracts.md#legacy-stores)."""
     destination = context.get_revision_argument()
     if not _is_upgrade() or not destination:
         return frozenset()

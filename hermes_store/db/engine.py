@@ -206,18 +206,14 @@ FTS5_MODULE = "fts5"
 
 
 def fts5_available() -> bool:
-    """Whether this runtime's SQLite has FTS5 (a property of the library, probed in memory
-    through the ``sqlite3.connect`` the store's own connections use)."""
+    """Whether this runtime's SQLite has FTS5, probed through the ``sqlite3.connect`` in use."""
     return _module_available(FTS5_MODULE, sqlite3.connect)
 
 
 @functools.cache
 def _module_available(module: str, connect: Callable[..., sqlite3.Connection]) -> bool:
-    # Keyed on ``connect`` too: a caller that swaps it (the agent's tests emulate a SQLite
-    # without FTS5 with a connection that refuses ``USING fts5``) gets a fresh answer. Both the
-    # connection's and a cursor's ``execute`` are probed, as the store uses both.
     con = connect(":memory:")
-    try:
+    try:  # statements run on connections and cursors (and a test may swap either): probe both
         con.execute(f"CREATE VIRTUAL TABLE probe USING {module}(x)")
         con.cursor().execute(f"CREATE VIRTUAL TABLE probe2 USING {module}(x)")
         return True
