@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_support import run_json
 
 from hermes_store import SessionDB
 from hermes_store.db import engine as engine_mod
@@ -251,3 +252,12 @@ def test_a_malformed_store_is_repaired_and_opens_where_fts5_statements_fail(
         db.append_message("old", "user", "after the repair: wombat")
         assert db.search_messages("wombat") == []
         assert len(db.get_messages("old")) == 2
+
+
+def test_doctor_calls_a_missing_fts5_module_a_warning_not_damage(loaded: Path,
+                                                                 refusing_fts5) -> None:
+    code, doc = run_json("--db", str(loaded), "doctor")
+    fts = [f for f in doc["findings"] if f["check"].startswith("fts:")]
+    assert fts and {f["status"] for f in fts} == {"warn"}
+    assert all("no FTS5" in f["detail"] for f in fts)
+    assert doc["damaged"] is False and code != 7
