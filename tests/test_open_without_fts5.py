@@ -27,16 +27,19 @@ from hermes_store.facade import opening
 ABSENT = "fts5_absent"
 
 
-def _rename_module(path: Path, old: str, new: str) -> int:
+def _edit_schema(path: Path, statement: str, params: tuple[str, ...] = ()) -> int:
     con = sqlite3.connect(path)
     con.execute("PRAGMA writable_schema=ON")
     with con:
-        changed = con.execute(
-            "UPDATE sqlite_master SET sql = replace(sql, ?, ?) "
-            "WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'",
-            (f"USING {old}(", f"USING {new}(")).rowcount
+        changed = con.execute(statement, params).rowcount
     con.close()
     return changed
+
+
+def _rename_module(path: Path, old: str, new: str) -> int:
+    return _edit_schema(path, "UPDATE sqlite_master SET sql = replace(sql, ?, ?) "
+                        "WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'",
+                        (f"USING {old}(", f"USING {new}("))
 
 
 @pytest.fixture
@@ -170,7 +173,7 @@ def _refuse_fts5(sql: str) -> None:
         raise sqlite3.OperationalError("no such module: fts5")
 
 
-class _Cursor(sqlite3.Cursor):
+class _RefusingFts5:
     def execute(self, sql, *args):
         _refuse_fts5(sql)
         return super().execute(sql, *args)
@@ -180,17 +183,13 @@ class _Cursor(sqlite3.Cursor):
         return super().executescript(sql)
 
 
-class _Connection(sqlite3.Connection):
+class _Cursor(_RefusingFts5, sqlite3.Cursor):
+    pass
+
+
+class _Connection(_RefusingFts5, sqlite3.Connection):
     def cursor(self, factory=_Cursor):
         return super().cursor(factory)
-
-    def execute(self, sql, *args):
-        _refuse_fts5(sql)
-        return super().execute(sql, *args)
-
-    def executescript(self, sql):
-        _refuse_fts5(sql)
-        return super().executescript(sql)
 
 
 @pytest.fixture
@@ -242,12 +241,8 @@ def test_a_malformed_store_is_repaired_and_opens_where_fts5_statements_fail(
         loaded: Path, refusing_fts5, monkeypatch) -> None:
     monkeypatch.setattr(opening, "_repair_attempted_paths", set())
     engine_mod.dispose_all()
-    con = sqlite3.connect(loaded)
-    con.execute("PRAGMA writable_schema=ON")
-    with con:
-        con.execute("INSERT INTO sqlite_master SELECT * FROM sqlite_master "
-                    "WHERE name = 'messages_fts'")
-    con.close()
+    _edit_schema(loaded, "INSERT INTO sqlite_master SELECT * FROM sqlite_master "
+                 "WHERE name = 'messages_fts'")
     with SessionDB(loaded) as db:
         db.append_message("old", "user", "after the repair: wombat")
         assert db.search_messages("wombat") == []
