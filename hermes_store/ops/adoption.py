@@ -35,9 +35,9 @@ from pathlib import Path
 from sqlalchemy import Connection, Engine
 
 from hermes_store.db import derived, migrate
-from hermes_store.paths import hermes_home
 from hermes_store.db import engine as engine_mod
 from hermes_store.ops import storage
+from hermes_store.paths import hermes_home
 from hermes_store.repo import backfills
 
 log = logging.getLogger(__name__)
