@@ -10,7 +10,12 @@
   midway leaves the store at the revision it started from.
 * Before an upgrade, a legacy store (``schema_version`` without ``alembic_version``) is stamped at
   the revision equal to its number, and orphan FTS5 shadow tables are dropped, inside the same
-  transaction.
+  transaction. An upgrade to head first adds the columns the models declare that the file's
+  existing tables lack, whatever its stamp says, since revisions of any number index or read
+  them (a hand-made file stamped 10 may lack ``sessions.user_id``).
+* Revisions see the set of revisions the run goes through as the context option
+  ``hermes_upgrade_through``: the legacy index revisions skip building what a later revision of
+  the same run retires.
 * After an upgrade that reached head, ``hermes_store.ops.adoption.after_upgrade`` runs in the same
   transaction: missing tables and columns, the agent's one-time data steps, and the agent's
   ``schema_version`` stamp (docs/v21.md#open-time-behaviour). Every way of upgrading (the facade,
@@ -45,7 +50,26 @@ def _is_upgrade() -> bool:
     return bool(cmd) and getattr(cmd[0], "__name__", "") == "upgrade"
 
 
+def _destination_path() -> frozenset[str]:
+    """Every revision at or below the upgrade's destination. A legacy revision reads it (as the
+    ``hermes_upgrade_through`` option) to leave unbuilt an index that a later revision of the
+    same run retires (docs/contracts.md#legacy-stores)."""
+    destination = context.get_revision_argument()
+    if not _is_upgrade() or not destination:
+        return frozenset()
+    if isinstance(destination, (tuple, list)):
+        destination = destination[0]
+    try:
+        # A relative "+N" counts from base here: fewer revisions than the run applies, so a
+        # revision may build what it could have skipped, never skip what nothing rebuilds.
+        return frozenset(r.revision
+                         for r in context.script.iterate_revisions(destination, "base"))
+    except Exception:  # noqa: BLE001 - alembic raises several kinds for odd arguments
+        return frozenset()
+
+
 def _run(connection) -> None:
+    through = _destination_path()
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
@@ -53,11 +77,13 @@ def _run(connection) -> None:
         include_name=migrate.include_name,
         include_object=migrate.include_object,
         compare_type=True,
+        hermes_upgrade_through=through,
     )
     with context.begin_transaction():
         upgrading = _is_upgrade()
         if upgrading:
-            migrate.prepare_for_upgrade(connection, context.get_context(), context.script)
+            migrate.prepare_for_upgrade(connection, context.get_context(), context.script,
+                                        to_head=context.script.get_current_head() in through)
         context.run_migrations()
         if upgrading and context.get_context().get_current_revision() == \
                 context.script.get_current_head():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -205,3 +206,65 @@ def test_the_agents_v21_store_runs_no_step(legacy_db) -> None:
     SessionDB(path).close()
     assert _usage(path) == before and len(before) == 16
     assert _configs(path) == configs
+
+
+# --------------------------------------------------------------------------- a lowered stamp
+# The agent's own tests take a file this library made (at head), lower schema_version by hand,
+# close and reopen: every step above the stamp runs and the stamp is raised again.
+
+
+def _lower_stamp(path: Path, version: int) -> None:
+    engine_mod.dispose_all()
+    con = sqlite3.connect(path)
+    with con:
+        con.execute("UPDATE schema_version SET version = ?", (version,))
+    con.close()
+
+
+def test_a_stamp_lowered_to_15_on_a_store_at_head_tags_delegates(store_path: Path) -> None:
+    with SessionDB(store_path) as db:
+        db.create_session("parent", "cli")
+        db.create_session("sub", "cli", parent_session_id="parent")
+        db.create_session("orphan", "cli")
+        db.append_message("orphan", "tool", "output of a subagent", tool_name="terminal")
+        db.create_session("kept", "cli")
+    _lower_stamp(store_path, 15)
+    with SessionDB(store_path) as db:
+        assert _configs(store_path)["sub"] == {"_delegate_from": "parent"}
+        assert _configs(store_path)["orphan"] == {"_delegate_from": "__orphaned__"}
+        assert {s["id"] for s in db.list_sessions_rich()} == {"parent", "kept"}
+        assert db.delete_session("parent") is True
+        assert db.get_session("sub") is None  # a delegate goes with its parent
+    assert _one(store_path, "SELECT MAX(version) FROM schema_version") == (21,)
+
+
+def test_a_stamp_lowered_to_16_on_a_store_at_head_seeds_usage_once(store_path: Path) -> None:
+    with SessionDB(store_path) as db:
+        db.create_session("u1", "cli", model="gpt-x")
+    _lower_stamp(store_path, 16)
+    con = sqlite3.connect(store_path)
+    with con:  # counters an agent of the v16 line wrote, without per-model rows
+        con.execute("UPDATE sessions SET input_tokens = 100, output_tokens = 20, "
+                    "billing_provider = 'openai' WHERE id = 'u1'")
+    con.close()
+    SessionDB(store_path).close()
+    assert [row[:3] + row[6:8] for row in _usage(store_path)] == [
+        ("u1", "gpt-x", "openai", 100, 20)]
+    engine_mod.dispose_all()
+    SessionDB(store_path).close()
+    assert len(_usage(store_path)) == 1
+    assert _one(store_path, "SELECT MAX(version) FROM schema_version") == (21,)
+
+
+def test_a_stamp_lowered_to_17_on_a_store_at_head_fills_gateway_columns(
+        store_path: Path) -> None:
+    with SessionDB(store_path) as db:
+        db.create_session("g1", "telegram")
+    _lower_stamp(store_path, 17)
+    # The gateway's index lives in the agent's home ($HERMES_HOME), not beside this file.
+    _gateway_index(Path(os.environ["HERMES_HOME"]), GATEWAY_INDEX)
+    with SessionDB(store_path) as db:
+        g1 = db.get_session("g1")
+    assert (g1["display_name"], g1["expiry_finalized"]) == ("Ann", 1)
+    assert json.loads(g1["origin_json"]) == GATEWAY_INDEX["agent:telegram:dm:42"]["origin"]
+    assert _one(store_path, "SELECT MAX(version) FROM schema_version") == (21,)

@@ -19,7 +19,7 @@ from hermes_store.facade import opening
 
 @pytest.fixture(autouse=True)
 def _fresh_claims(monkeypatch) -> None:
-    monkeypatch.setattr(opening, "_repair_claims", set())
+    monkeypatch.setattr(opening, "_repair_attempted_paths", set())
 
 
 @pytest.fixture
@@ -110,3 +110,33 @@ def test_concurrent_opens_of_a_malformed_store_repair_it_once(store: Path, caplo
     assert opened and set(opened) == {12}
     assert all(is_malformed_db_error(e) for e in failed)
     assert len(opened) + len(failed) == 4
+
+
+def test_the_paths_tried_are_the_module_level_repair_attempted_paths(store: Path) -> None:
+    _break(store, DUPLICATE)
+    key = str(store.resolve())
+    opening._repair_attempted_paths.add(key)  # tried already in this process: no second try
+    with pytest.raises(sqlite3.DatabaseError) as raised:
+        SessionDB(store)
+    assert is_malformed_db_error(raised.value) and _backups(store) == []
+    opening._repair_attempted_paths.clear()  # what the agent's tests do between cases
+    with SessionDB(store) as db:
+        assert len(db.get_messages("s1")) == 12
+    assert key in opening._repair_attempted_paths and len(_backups(store)) == 1
+
+
+# A schema row that does not parse, which no duplicate removal can fix.
+UNPARSABLE_SEARCH_ROW = ("INSERT INTO sqlite_master (type, name, tbl_name, rootpage, sql) VALUES "
+                         "('table', 'messages_fts_extra', 'messages_fts_extra', 0, "
+                         "'CREATE TABLE messages_fts_extra(')")
+
+
+def test_a_schema_past_deduplication_is_healed_by_dropping_and_rebuilding_the_search_objects(
+        store: Path, caplog) -> None:
+    caplog.set_level(logging.WARNING, logger="hermes_store.facade")
+    _break(store, UNPARSABLE_SEARCH_ROW)
+    with SessionDB(store) as db:
+        assert len(db.get_messages("s1")) == 12
+        assert len(db.search_messages("repair", limit=50)) == 12  # rebuilt by the open
+    assert any("malformed schema repaired (drop_fts_rebuild" in r.getMessage()
+               for r in caplog.records)

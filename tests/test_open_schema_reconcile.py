@@ -166,3 +166,60 @@ def test_the_heal_checks_through_the_partial_index_first(head_db: Path) -> None:
         plan = [str(r[3]) for r in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}")]
         assert backfills.has_null_active(conn) is False
     assert any("idx_messages_active_null" in step for step in plan), plan
+
+
+# --------------------------------------------------------------------------- hand-made layouts
+
+# The agent's v10 columns, as a test of the agent's (or a user's script) lays a file out by hand:
+# no user_id and none of the newer session columns, and no search index at all.
+HAND_MADE_V10 = """
+CREATE TABLE schema_version (version INTEGER NOT NULL);
+CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT NOT NULL, model TEXT, model_config TEXT,
+    system_prompt TEXT, parent_session_id TEXT, started_at REAL NOT NULL, ended_at REAL,
+    end_reason TEXT, message_count INTEGER DEFAULT 0, tool_call_count INTEGER DEFAULT 0,
+    input_tokens INTEGER DEFAULT 0, output_tokens INTEGER DEFAULT 0, title TEXT);
+CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL REFERENCES sessions(id), role TEXT NOT NULL, content TEXT,
+    tool_call_id TEXT, tool_calls TEXT, tool_name TEXT, timestamp REAL NOT NULL,
+    token_count INTEGER, finish_reason TEXT);
+INSERT INTO schema_version VALUES (10);
+INSERT INTO sessions (id, source, started_at) VALUES ('old', 'cli', 1.0);
+INSERT INTO messages (session_id, role, content, tool_calls, timestamp) VALUES ('old', 'assistant',
+    'calling a tool', '[{"function": {"name": "lookup", "arguments": "{\\"q\\": \\"zebrafish\\"}"}}]',
+    2.0);
+INSERT INTO messages (session_id, role, content, tool_name, timestamp)
+    VALUES ('old', 'tool', 'done', 'terminal_exec', 3.0);
+"""
+
+
+def test_a_hand_made_v10_file_without_user_id_opens_complete_and_indexed(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    con = sqlite3.connect(path)
+    con.executescript(HAND_MADE_V10)
+    con.close()
+    with SessionDB(path) as db:
+        db.create_session("new", "cli", user_id="u1")
+        assert db.get_session("new")["user_id"] == "u1"
+        # The word index covers tool names and the tool-call JSON of the rows written at v10.
+        assert [m["session_id"] for m in db.search_messages("terminal_exec")] == ["old"]
+        assert [m["session_id"] for m in db.search_messages("zebrafish")] == ["old"]
+    _complete(path)
+    assert migrate.status(path).at_head
+
+
+def test_an_active_column_added_without_its_default_stores_1_on_append(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    con = sqlite3.connect(path)
+    con.executescript(HAND_MADE_V10)
+    con.execute("ALTER TABLE messages ADD COLUMN active INTEGER")
+    con.execute("INSERT INTO messages (session_id, role, content, timestamp) "
+                "VALUES ('old', 'user', 'written with no active', 4.0)")
+    con.commit()
+    con.close()
+    with SessionDB(path) as db:
+        db.append_message("old", "user", "appended after the open")
+        assert [m["content"] for m in db.get_messages("old")][-2:] == [
+            "written with no active", "appended after the open"]
+    con = sqlite3.connect(path)
+    assert {r[0] for r in con.execute("SELECT DISTINCT active FROM messages")} == {1}
+    con.close()

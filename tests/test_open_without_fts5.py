@@ -16,25 +16,30 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_support import run_json
 
 from hermes_store import SessionDB
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
+from hermes_store.errors import SchemaMismatchError
 from hermes_store.facade import opening
 
 ABSENT = "fts5_absent"
 
 
-def _rename_module(path: Path, old: str, new: str) -> int:
+def _edit_schema(path: Path, statement: str, params: tuple[str, ...] = ()) -> int:
     con = sqlite3.connect(path)
     con.execute("PRAGMA writable_schema=ON")
     with con:
-        changed = con.execute(
-            "UPDATE sqlite_master SET sql = replace(sql, ?, ?) "
-            "WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'",
-            (f"USING {old}(", f"USING {new}(")).rowcount
+        changed = con.execute(statement, params).rowcount
     con.close()
     return changed
+
+
+def _rename_module(path: Path, old: str, new: str) -> int:
+    return _edit_schema(path, "UPDATE sqlite_master SET sql = replace(sql, ?, ?) "
+                        "WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'",
+                        (f"USING {old}(", f"USING {new}("))
 
 
 @pytest.fixture
@@ -155,3 +160,98 @@ def test_a_legacy_store_keeps_its_stamps_until_fts5_is_back(legacy_db, no_fts5,
     with SessionDB(path) as db:
         assert [m["session_id"] for m in db.search_messages("quokka")] == ["new"]
     assert migrate.status(path).at_head
+
+
+# --------------------------------------------------------------------------- the agent's emulation
+# The agent's tests take FTS5 away differently: every statement naming ``USING fts5`` fails with
+# "no such module: fts5", on connections and cursors alike, from a swapped ``sqlite3.connect``.
+
+
+def _refuse_fts5(sql: str) -> None:
+    if "USING fts5" in sql:
+        raise sqlite3.OperationalError("no such module: fts5")
+
+
+class _RefusingFts5:
+    def execute(self, sql, *args):
+        _refuse_fts5(sql)
+        return super().execute(sql, *args)
+
+    def executescript(self, sql):
+        _refuse_fts5(sql)
+        return super().executescript(sql)
+
+
+class _Cursor(_RefusingFts5, sqlite3.Cursor):
+    pass
+
+
+class _Connection(_RefusingFts5, sqlite3.Connection):
+    def cursor(self, factory=_Cursor):
+        return super().cursor(factory)
+
+
+@pytest.fixture
+def refusing_fts5(monkeypatch) -> Iterator[None]:
+    engine_mod.fts5_available()  # a process that had already asked, with FTS5, before the swap
+    real = sqlite3.connect
+
+    def connect(*args, **kwargs):
+        kwargs.setdefault("factory", _Connection)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    monkeypatch.setattr(opening, "_no_fts5_noted", False)
+    yield
+    engine_mod.dispose_all()
+
+
+def test_a_new_store_is_created_where_fts5_statements_fail(store_path: Path,
+                                                           refusing_fts5) -> None:
+    with SessionDB(store_path) as db:
+        db.create_session("s1", "cli")
+        db.append_message("s1", "user", "no index here: wombat")
+        assert db.search_messages("wombat") == []
+        assert [m["content"] for m in db.get_messages("s1")] == ["no index here: wombat"]
+
+
+@pytest.mark.parametrize("version", [6, 10, 11, 21])
+def test_an_old_store_opens_where_fts5_statements_fail(legacy_db, version: int,
+                                                       refusing_fts5) -> None:
+    path = legacy_db(version)
+    with SessionDB(path) as db:
+        db.create_session("new", "cli")
+        db.append_message("new", "user", "meanwhile: wombat")
+        assert db.search_messages("wombat") == []
+        assert len(db.get_messages("new")) == 1
+
+
+def test_an_explicit_upgrade_without_fts5_says_why_and_changes_nothing(legacy_db,
+                                                                       refusing_fts5) -> None:
+    path = legacy_db(10)
+    before = path.read_bytes()
+    with pytest.raises(SchemaMismatchError, match="no FTS5"):
+        migrate.upgrade(path)
+    engine_mod.dispose_all()
+    assert path.read_bytes() == before
+
+
+def test_a_malformed_store_is_repaired_and_opens_where_fts5_statements_fail(
+        loaded: Path, refusing_fts5, monkeypatch) -> None:
+    monkeypatch.setattr(opening, "_repair_attempted_paths", set())
+    engine_mod.dispose_all()
+    _edit_schema(loaded, "INSERT INTO sqlite_master SELECT * FROM sqlite_master "
+                 "WHERE name = 'messages_fts'")
+    with SessionDB(loaded) as db:
+        db.append_message("old", "user", "after the repair: wombat")
+        assert db.search_messages("wombat") == []
+        assert len(db.get_messages("old")) == 2
+
+
+def test_doctor_calls_a_missing_fts5_module_a_warning_not_damage(loaded: Path,
+                                                                 refusing_fts5) -> None:
+    code, doc = run_json("--db", str(loaded), "doctor")
+    fts = [f for f in doc["findings"] if f["check"].startswith("fts:")]
+    assert fts and {f["status"] for f in fts} == {"warn"}
+    assert all("no FTS5" in f["detail"] for f in fts)
+    assert doc["damaged"] is False and code != 7

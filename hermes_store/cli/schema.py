@@ -13,7 +13,7 @@ from hermes_store.cli.app import Ctx, main
 from hermes_store.cli.render import size
 
 if TYPE_CHECKING:
-    from hermes_store.ops import stats
+    from hermes_store.ops import stats, upgrade_estimate
 
 
 @main.command()
@@ -46,9 +46,16 @@ def upgrade(obj: Ctx, revision: str, dry_run: bool, no_backup: bool, force: bool
     base = {"path": str(obj.db), "before": before.state, "revision": before.current,
             "head": before.head, "pending": pending}
     if dry_run:
-        obj.emit("upgrade", {**base, "dry_run": True},
+        cost = None
+        if pending and before.state not in ("missing", "empty"):
+            from hermes_store.ops import upgrade_estimate
+
+            with reading(open_engine(obj.db, readonly=True)) as conn:
+                cost = upgrade_estimate.estimate(conn, pending)
+        obj.emit("upgrade", {**base, "dry_run": True,
+                             "estimate": cost.as_dict() if cost else None},
                  f"{obj.db}: {before.describe()}; would apply {len(pending)} revision(s)"
-                 + "".join(f"\n  {r}" for r in pending))
+                 + "".join(f"\n  {r}" for r in pending) + _estimate_lines(cost))
         return
     backup_file = None
     # A server has no file to hold, copy or checkpoint: its backups are pg_dump's.
@@ -80,6 +87,20 @@ def upgrade(obj: Ctx, revision: str, dry_run: bool, no_backup: bool, force: bool
                          "next": [a.command for a in advice[:1]],
                          "advice": [{"message": a.message, "command": a.command}
                                     for a in advice]}, human)
+
+
+def _estimate_lines(cost: upgrade_estimate.UpgradeEstimate | None) -> str:
+    if cost is None:
+        return ""
+    lines = (f"\nestimate ({cost.messages} messages, {size(cost.indexed_text_bytes)} of text "
+             f"to index): the upgrade about {cost.upgrade_seconds:g} s and "
+             f"+{size(cost.upgrade_bytes)} of file")
+    if cost.backfill_seconds or cost.backfill_bytes:
+        lines += (f"; then `hermes-store optimize-storage` about {cost.backfill_seconds:g} s "
+                  f"and +{size(cost.backfill_bytes)} (search scans the rows not indexed yet "
+                  "until it has run)")
+    return lines + "\n  (" + cost.basis + "; the backup before the upgrade needs the "\
+        "store's size again)"
 
 
 @main.command()

@@ -206,15 +206,16 @@ FTS5_MODULE = "fts5"
 
 
 def fts5_available() -> bool:
-    """Whether this runtime's SQLite has FTS5 (a property of the library, probed in memory)."""
-    return _module_available(FTS5_MODULE)
+    """Whether this runtime's SQLite has FTS5, probed through the ``sqlite3.connect`` in use."""
+    return _module_available(FTS5_MODULE, sqlite3.connect)
 
 
 @functools.cache
-def _module_available(module: str) -> bool:
-    con = sqlite3.connect(":memory:")
-    try:
+def _module_available(module: str, connect: Callable[..., sqlite3.Connection]) -> bool:
+    con = connect(":memory:")
+    try:  # statements run on connections and cursors (and a test may swap either): probe both
         con.execute(f"CREATE VIRTUAL TABLE probe USING {module}(x)")
+        con.cursor().execute(f"CREATE VIRTUAL TABLE probe2 USING {module}(x)")
         return True
     except sqlite3.Error:
         return False

@@ -46,6 +46,7 @@ from sqlalchemy.engine import URL
 from hermes_store.db import catalog, postgres
 from hermes_store.db.engine import (
     READ_COMMITTED,
+    fts5_available,
     lock_for_migration,
     open_engine,
     reading,
@@ -327,14 +328,30 @@ def _dialect_fact(diff: Any, dialect: str) -> bool:
 
 
 def prepare_for_upgrade(conn: Connection, context: MigrationContext,
-                        script: ScriptDirectory) -> None:
-    """Called by env.py inside the upgrade transaction, before any revision runs."""
+                        script: ScriptDirectory, *, to_head: bool = False) -> None:
+    """Called by env.py inside the upgrade transaction, before any revision runs.
+
+    On the way to head, the columns the models declare are added to the tables the file has
+    before any revision runs: a revision may index or read a column its number implies, and a
+    file made by hand (or by a release that skipped one) can lack it whatever its stamp says."""
     lock_for_migration(conn)
     if conn.dialect.name != "sqlite":
         postgres.prepare_version_table(conn)
         return
+    if not fts5_available():
+        # Every path from below head builds FTS5 indexes; refuse before the first revision
+        # rather than fail inside one. An open (``SessionDB``) still works, without search.
+        raise SchemaMismatchError(
+            "this SQLite has no FTS5 module, which the upgrade needs to build the search "
+            "indexes; nothing was changed. SessionDB still opens the store, with search "
+            "answering nothing, and the next open with FTS5 upgrades it "
+            "(docs/v21.md#open-time-behaviour)", state="no-fts5")
     drop_orphan_fts_shadows(conn)
     tables = catalog.relations(conn)
+    if to_head:
+        added = reconcile(conn, indexes=False, tables=False)
+        if added:
+            log.info("before the revisions: added %s", ", ".join(added))
     if "alembic_version" in tables or "schema_version" not in tables:
         return
     version = conn.exec_driver_sql("SELECT MAX(version) FROM schema_version").scalar()
@@ -414,23 +431,25 @@ def missing_schema(conn: Connection) -> list[str]:
     return missing
 
 
-def reconcile(conn: Connection, *, indexes: bool = True) -> list[str]:
+def reconcile(conn: Connection, *, indexes: bool = True, tables: bool = True) -> list[str]:
     """Add, in the caller's transaction, every table, column and index of the models the store
-    lacks (with its type, ``NOT NULL`` and ``DEFAULT``); returns what was added.
+    lacks (with its type, ``NOT NULL`` and ``DEFAULT``); returns what was added. ``indexes`` and
+    ``tables`` False leave those out (columns of the tables present are always added).
 
     Nothing that exists is altered. An index the data cannot satisfy (a unique title index over
     duplicate titles) is logged and left out rather than failing the open; so is a column that
     cannot be added to a table with rows.
     """
     wanted = set(missing_schema(conn))
+    modelled = _modelled_tables()
     if not indexes:
-        wanted = {name for name in wanted if "." in name or name in
-                  {t.name for t in _modelled_tables()}}
+        wanted = {name for name in wanted if "." in name or name in {t.name for t in modelled}}
+    if not tables:
+        wanted = {name for name in wanted if "." in name}
     if not wanted:
         return []
     done: list[str] = []
-    tables = _modelled_tables()
-    for table in tables:
+    for table in modelled:
         if table.name in wanted:
             table.create(conn, checkfirst=True)
             done.append(table.name)
@@ -445,7 +464,7 @@ def reconcile(conn: Connection, *, indexes: bool = True) -> list[str]:
                 continue
             conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {ddl}"))
             done.append(f"{table.name}.{column.name}")
-    for table in tables:
+    for table in modelled:
         for index in table.indexes:
             if index.name not in wanted or table.name in wanted:
                 continue

@@ -28,7 +28,9 @@ log = logging.getLogger("hermes_store.facade")
 
 _lock = threading.Lock()
 _last_init_error: str | None = None
-_repair_claims: set[str] = set()
+# Resolved paths this process has tried to repair (the agent's module-level name: its tests
+# clear it between cases, and ``hermes_store.compat`` re-exports it).
+_repair_attempted_paths: set[str] = set()
 _no_fts5_noted = False
 
 _NETWORK_FS_HINT = (" (the database may be on a network or FUSE filesystem such as NFS/SMB, "
@@ -74,9 +76,9 @@ def format_session_db_unavailable(prefix: str = "Session database not available"
 def _claim_repair(path: Path) -> bool:
     key = str(path.resolve())
     with _lock:
-        if key in _repair_claims:
+        if key in _repair_attempted_paths:
             return False
-        _repair_claims.add(key)
+        _repair_attempted_paths.add(key)
         return True
 
 

@@ -8,8 +8,9 @@ is something to do (opening a current store writes nothing):
 * whatever the stamps say, tables, columns and indexes the models declare are added
   (``migrate.reconcile``), NULL ``messages.active`` becomes 1, and ``schema_version`` is left at
   21 or above, so that agents sharing the file migrate nothing (docs/mixed-fleets.md);
-* the agent's data steps (``repo.backfills``) run once, on adoption only, keyed on the file's
-  ``schema_version``, and the stamp that records them is written in the same transaction;
+* the agent's data steps (``repo.backfills``) run whenever the file's ``schema_version`` says
+  they are missing (on adoption, or on a file at head whose stamp was lowered), and the stamp
+  that records them is written in the same transaction;
 * search objects of the head layout that are missing are put back and the indexes rebuilt
   (rows written while they were missing are indexed): the agent restored its triggers on every
   open too.
@@ -27,6 +28,7 @@ where they are) and search answers nothing; the next open with FTS5 restores and
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +37,7 @@ from sqlalchemy import Connection, Engine
 from hermes_store.db import derived, migrate
 from hermes_store.db import engine as engine_mod
 from hermes_store.ops import storage
+from hermes_store.paths import hermes_home
 from hermes_store.repo import backfills
 
 log = logging.getLogger(__name__)
@@ -47,6 +50,7 @@ class Needs:
     missing: list[str] = field(default_factory=list)
     null_active: bool = False
     stamp: bool = False
+    data_steps_from: int | None = None
     derived: list[str] = field(default_factory=list)
     fts5_writers: list[str] = field(default_factory=list)
 
@@ -56,8 +60,14 @@ class Needs:
 
 
 def store_home(conn: Connection) -> Path:
-    """The directory the agent keeps next to its store (``sessions/`` lives there)."""
-    return Path(engine_mod.engine_path(conn.engine)).resolve().parent
+    """The agent's home for this store, where ``sessions/sessions.json`` lives: the store's own
+    directory when it holds one, else ``$HERMES_HOME`` when that is set and holds one (the agent
+    reads its home's; a store opened by path elsewhere never borrows the user's default home)."""
+    own = Path(engine_mod.engine_path(conn.engine)).resolve().parent
+    if (own / backfills.GATEWAY_INDEX).is_file() or not os.environ.get("HERMES_HOME", "").strip():
+        return own
+    home = hermes_home()
+    return home if (home / backfills.GATEWAY_INDEX).is_file() else own
 
 
 def _on_server(conn: Connection) -> bool:
@@ -101,10 +111,12 @@ def after_upgrade(conn: Connection, home: Path | None = None) -> list[str]:
 def needs(conn: Connection, *, fts5: bool) -> Needs:
     """What a store at head lacks, read without writing."""
     version = migrate.agent_schema_version(conn)
+    lowered = version is not None and version < migrate.AGENT_SCHEMA_VERSION
     return Needs(
         missing=migrate.missing_schema(conn),
         null_active=backfills.has_null_active(conn),
-        stamp=version is None or version < migrate.AGENT_SCHEMA_VERSION,
+        stamp=version is None or lowered,
+        data_steps_from=version if lowered else None,
         derived=derived.missing_objects(conn) if fts5 else [],
         fts5_writers=[] if fts5 else derived.fts5_writers(conn),
     )
@@ -114,6 +126,10 @@ def _complete(conn: Connection, *, fts5: bool) -> list[str]:
     """One unit bringing a store at head to what the facade needs."""
     todo = needs(conn, fts5=fts5)
     done = [f"added {name}" for name in migrate.reconcile(conn)] if todo.missing else []
+    if todo.data_steps_from is not None:
+        # A stamp lowered on a file at head (an agent's downgrade, or its tests): the agent
+        # runs every data step above the stamp and raises it again, and so does this open.
+        done += backfills.run_data_steps(conn, todo.data_steps_from, store_home(conn))
     if todo.null_active:
         done.append(f"healed {backfills.heal_null_active(conn)} rows with NULL active")
     if todo.stamp and migrate.stamp_agent_version(conn):

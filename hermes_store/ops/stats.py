@@ -19,6 +19,7 @@ from sqlalchemy import Connection, exc, func, select, text
 
 from hermes_store.db import catalog, names
 from hermes_store.db import derived as layout
+from hermes_store.db.engine import fts5_available
 from hermes_store.db.migrate import status_of
 from hermes_store.db.models import ChatSession
 from hermes_store.db.sqlite_driver import agent_tokenizer_problem
@@ -431,6 +432,10 @@ def _fts_structure(conn: Connection, table: str) -> Finding:
         count = conn.exec_driver_sql(_VOCAB_SCAN).scalar()
         return Finding(f"fts:{table}", "ok", f"index readable ({count} term instances)")
     except exc.DBAPIError as err:
+        if not fts5_available():  # the runtime lacks the module: the file is not at fault
+            return Finding(f"fts:{table}", "warn", "this SQLite has no FTS5: the index cannot "
+                           "be read here and search answers nothing",
+                           "run under a Python whose SQLite has FTS5")
         return Finding(f"fts:{table}", "damage", f"index unreadable: {err.orig}",
                        "hermes-store repair")
     finally:

@@ -1,10 +1,10 @@
-"""The agent's one-time data migrations, run once when a file it wrote is adopted.
+"""The agent's one-time data migrations, run when a file's stamp says they are missing.
 
 The agent's v21 store runs three data steps when a file's ``schema_version`` is below the
 release that introduced them: delegate tagging (below 16), the gateway backfill from
-``sessions/sessions.json`` (below 18) and the per-model usage seed (below 20). They are not
-idempotent (the seed would count a session's tokens twice beside the rows written since), so
-they run only during adoption and the caller stamps ``schema_version`` in the same transaction
+``sessions/sessions.json`` (below 18) and the per-model usage seed (below 20). They run whenever
+the stamp says they are missing (on adoption, or on a file whose stamp was lowered by hand), and
+the caller raises ``schema_version`` in the same transaction, so that they run once per lowering
 (docs/v21.md#open-time-behaviour). A step that fails is logged and skipped, in a savepoint, so
 the open goes on with the rest.
 
@@ -37,6 +37,8 @@ ORPHAN_MAX_MESSAGES = 25
 DELEGATE_TAGGING_BELOW = 16
 GATEWAY_BACKFILL_BELOW = 18
 USAGE_SEED_BELOW = 20
+# Where the gateway keeps its session index, under the agent's home.
+GATEWAY_INDEX = Path("sessions") / "sessions.json"
 _TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
            "reasoning_tokens")
 _ROUTE = ("billing_provider", "billing_base_url", "billing_mode")
@@ -213,7 +215,7 @@ def run_data_steps(conn: Connection, version: int, home: Path) -> list[str]:
     steps: list[tuple[int, str, Callable[[], int]]] = [
         (DELEGATE_TAGGING_BELOW, "delegate tagging", lambda: tag_delegates(conn)),
         (GATEWAY_BACKFILL_BELOW, "gateway backfill",
-         lambda: backfill_gateway(conn, home / "sessions" / "sessions.json")),
+         lambda: backfill_gateway(conn, home / GATEWAY_INDEX)),
         (USAGE_SEED_BELOW, "usage seed", lambda: seed_usage(conn)),
     ]
     done = []

@@ -46,10 +46,16 @@ def _has_trigram() -> bool:
     return True
 
 
+def _retired_later() -> bool:
+    # env.py names every revision this run goes through: building an index that a later one
+    # drops costs a full copy of the text, free pages left behind and time under the write lock.
+    return "0011_v11_inline_fts" in op.get_context().opts.get("hermes_upgrade_through", ())
+
+
 def upgrade() -> None:
     if op.get_bind().dialect.name != "sqlite":
         return  # the agent's SQLite history: a PostgreSQL store starts at 0012
-    if _has_trigram():
+    if not _retired_later() and _has_trigram():
         for stmt in FTS:
             op.execute(stmt)
     op.execute("UPDATE schema_version SET version = 10")

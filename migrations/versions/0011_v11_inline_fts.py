@@ -65,10 +65,16 @@ def _has_trigram() -> bool:
     return True
 
 
+def _retired_later() -> bool:
+    # env.py names every revision this run goes through: building an index that a later one
+    # drops costs a full copy of the text, free pages left behind and time under the write lock.
+    return "0013_retire_inline_fts" in op.get_context().opts.get("hermes_upgrade_through", ())
+
+
 def upgrade() -> None:
     if op.get_bind().dialect.name != "sqlite":
         return  # the agent's SQLite history: a PostgreSQL store starts at 0012
-    if _has_trigram():
+    if not _retired_later() and _has_trigram():
         for stmt in DROP + _index("messages_fts", "") + _index("messages_fts_trigram", "trigram"):
             op.execute(stmt)
     op.execute("UPDATE schema_version SET version = 11")
