@@ -223,6 +223,39 @@ def pending_count(conn: Connection) -> int:
     return int(conn.exec_driver_sql(sql).scalar() or 0)
 
 
+# Covered rows that should have a side row (a CJK character) and have neither it nor a pending
+# mark: derived data lost (docs/search.md#damage). Rows inside the backfill window are the
+# backfill's. ``?`` is where to start: after the newest side row for the bounded check.
+_UNCOVERED = (
+    "SELECT s.id, s.text, s.tool_name FROM messages_search_scope AS s "
+    "WHERE s.id > ? AND NOT EXISTS (SELECT 1 FROM messages_cjk AS c WHERE c.id = s.id) "
+    "AND NOT EXISTS (SELECT 1 FROM messages_cjk_pending AS p WHERE p.id = s.id) "
+    f"AND NOT {catalog.in_backfill_window('s.id')} ORDER BY s.id"
+)
+_NEWEST_SIDE_ROW = "SELECT COALESCE(max(id), 0) FROM messages_cjk"
+_SIDE_ROWS = "SELECT count(*) FROM messages_cjk"
+
+
+def uncovered(conn: Connection, limit: int | None = None) -> list[int]:
+    """Ids of covered messages holding CJK text with no side row and no pending mark.
+
+    ``limit``: the bounded check a search runs after a short answer, which reads only the first
+    ``limit`` covered rows after the newest side row (where a lost side table shows first);
+    ``None`` reads every covered row (``doctor --full``).
+    """
+    if limit is None:
+        rows = conn.exec_driver_sql(_UNCOVERED, (0,))
+    else:
+        newest = int(conn.exec_driver_sql(_NEWEST_SIDE_ROW).scalar() or 0)
+        rows = conn.exec_driver_sql(_UNCOVERED + " LIMIT ?", (newest, limit))
+    return [row_id for row_id, text, tool_name in rows
+            if side_row(text, tool_name, None) is not None]
+
+
+def side_row_count(conn: Connection) -> int:
+    return int(conn.exec_driver_sql(_SIDE_ROWS).scalar() or 0)
+
+
 def index_range(conn: Connection, lo: int, hi: int) -> None:
     """(Re)derive the side rows of ids in ``(lo, hi]``: the backfill and rebuild step."""
     conn.exec_driver_sql(_DELETE_RANGE, (lo, hi))
