@@ -82,6 +82,19 @@ def _candidates(conn: Connection, index: str, options: catalog.Fts5Options,
     return [(int(r[0]), r[1]) for r in rows if isinstance(r[1], str)]
 
 
+def load_error(conn: Connection, index: str) -> str | None:
+    """What FTS5 says when ``index`` does not even load (a shadow table gone, a record of a
+    format it does not know); ``None`` when it loads. Such an index cannot be emptied or
+    dropped through FTS5: ``repair`` takes it out of the catalog and builds it anew."""
+    table = _quote(index)
+    try:
+        conn.exec_driver_sql(f"SELECT rowid FROM {table} WHERE {table} MATCH 'hermes' LIMIT 1"
+                             ).all()
+    except exc.DBAPIError as err:
+        return _message(err)
+    return None
+
+
 def probe(conn: Connection, index: str, window: tuple[int, int] | None = None) -> list[str]:
     """The bounded check of ``index`` (see the module's words); ``window`` is the backfill
     window, whose rows are not indexed yet by design."""
@@ -97,8 +110,9 @@ def probe(conn: Connection, index: str, window: tuple[int, int] | None = None) -
                        _candidates(conn, index, options, column, window)
                        if (term := _term(text, options.tokenize == "trigram"))), None)
         if picked is None:  # nothing to look up: at least the index must load
-            conn.exec_driver_sql(f"SELECT rowid FROM {table} WHERE {table} MATCH 'hermes' "
-                                 "LIMIT 1").all()
+            error = load_error(conn, index)
+            if error is not None:
+                problems.append(f"the index cannot be read: {error}")
         else:
             row_id, term = picked
             phrase = '"' + term.replace('"', '""') + '"'
