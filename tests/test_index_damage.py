@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from cli_support import run_json
+
 from hermes_store import SessionDB
 from hermes_store.db import catalog, migrate
 from hermes_store.db import engine as eng

@@ -124,11 +124,20 @@ def probe(conn: Connection, index: str, window: tuple[int, int] | None = None) -
     except exc.DBAPIError as err:
         problems.append(f"the index cannot be read: {_message(err)}")
     if index == catalog.CJK_FTS:
-        missing = bigrams.uncovered(conn, UNCOVERED_LIMIT)
-        if missing:
-            problems.append(f"{len(missing)} messages with CJK text have no bigram side row "
-                            f"(first: {missing[0]})")
+        problems += _side_rows(conn, UNCOVERED_LIMIT)
     return problems
+
+
+def _side_rows(conn: Connection, limit: int | None) -> list[str]:
+    try:
+        missing = bigrams.uncovered(conn, limit)
+    except exc.DBAPIError as err:
+        return [f"its side rows cannot be checked: {_message(err)}"]
+    if not missing:
+        return []
+    found = (f"{len(missing)} messages with CJK text have no bigram side row "
+             f"({bigrams.side_row_count(conn)} side rows; first missing: {missing[0]})")
+    return [found]
 
 
 def _generation(conn: Connection) -> tuple[int, int]:
@@ -294,10 +303,6 @@ def content_problems(conn: Connection, index: str,
         for name in reversed(_TEMP_TABLES):
             conn.exec_driver_sql(f"DROP TABLE IF EXISTS temp.{name}")
     if index == catalog.CJK_FTS:
-        missing = bigrams.uncovered(conn)
-        if missing:
-            problems.append(f"{len(missing)} messages with CJK text have no bigram side row "
-                            f"({bigrams.side_row_count(conn)} side rows; first missing: "
-                            f"{missing[0]})")
+        problems += _side_rows(conn, None)
     return problems
 
