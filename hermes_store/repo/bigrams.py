@@ -225,14 +225,16 @@ def pending_count(conn: Connection) -> int:
 
 # Covered rows that should have a side row (a CJK character) and have neither it nor a pending
 # mark: derived data lost (docs/search.md#damage). Rows inside the backfill window are the
-# backfill's. ``?`` is where to start: after the newest side row for the bounded check.
+# backfill's. Parameters: how much of each text to read (the bounded check reads the start of
+# each), where to start (after the newest side row, for the bounded check), how many rows.
 _UNCOVERED = (
-    "SELECT s.id, s.text, s.tool_name FROM messages_search_scope AS s "
+    "SELECT s.id, substr(s.text, 1, ?), s.tool_name FROM messages_search_scope AS s "
     "WHERE s.id > ? AND NOT EXISTS (SELECT 1 FROM messages_cjk AS c WHERE c.id = s.id) "
     "AND NOT EXISTS (SELECT 1 FROM messages_cjk_pending AS p WHERE p.id = s.id) "
-    f"AND NOT {catalog.in_backfill_window('s.id')} ORDER BY s.id"
+    f"AND NOT {catalog.in_backfill_window('s.id')} ORDER BY s.id LIMIT ?"
 )
 _NEWEST_SIDE_ROW = "SELECT COALESCE(max(id), 0) FROM messages_cjk"
+BOUNDED_CHECK_CHARS = 1000
 _SIDE_ROWS = "SELECT count(*) FROM messages_cjk"
 
 
@@ -240,16 +242,21 @@ def uncovered(conn: Connection, limit: int | None = None) -> list[int]:
     """Ids of covered messages holding CJK text with no side row and no pending mark.
 
     ``limit``: the bounded check a search runs after a short answer, which reads only the first
-    ``limit`` covered rows after the newest side row (where a lost side table shows first);
-    ``None`` reads every covered row (``doctor --full``).
+    ``limit`` covered rows after the newest side row (where a lost side table shows first), and
+    of each the first ``BOUNDED_CHECK_CHARS`` characters of its text; ``None`` reads every
+    covered row whole (``doctor --full``).
     """
-    if limit is None:
-        rows = conn.exec_driver_sql(_UNCOVERED, (0,))
-    else:
-        newest = int(conn.exec_driver_sql(_NEWEST_SIDE_ROW).scalar() or 0)
-        rows = conn.exec_driver_sql(_UNCOVERED + " LIMIT ?", (newest, limit))
-    return [row_id for row_id, text, tool_name in rows
-            if side_row(text, tool_name, None) is not None]
+    # On the driver cursor (same transaction): the rows' text is most of the cost, and
+    # SQLAlchemy's per-row work doubled it.
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        after = 0 if limit is None else int(cursor.execute(_NEWEST_SIDE_ROW).fetchone()[0])
+        chars = 2**62 if limit is None else BOUNDED_CHECK_CHARS
+        return [row_id for row_id, text, tool_name in cursor.execute(
+                    _UNCOVERED, (chars, after, -1 if limit is None else limit))
+                if contains_cjk(text) or contains_cjk(tool_name)]
+    finally:
+        cursor.close()
 
 
 def side_row_count(conn: Connection) -> int:

@@ -24,6 +24,7 @@ Every statement reads, so each runs inside the caller's read transaction. Index 
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Sequence
 
 from sqlalchemy import Connection, exc
@@ -131,7 +132,7 @@ def probe(conn: Connection, index: str, window: tuple[int, int] | None = None) -
 def _side_rows(conn: Connection, limit: int | None) -> list[str]:
     try:
         missing = bigrams.uncovered(conn, limit)
-    except exc.DBAPIError as err:
+    except (exc.DBAPIError, sqlite3.Error) as err:
         return [f"its side rows cannot be checked: {_message(err)}"]
     if not missing:
         return []
