@@ -1,13 +1,15 @@
 """``repair``: probe a store for damage, back it up, fix what can be fixed in place, probe again.
 
-The probes tell "fresh" from "broken" by reading ``sqlite_master`` first, and include a write
+The probes tell "fresh" from "broken" by reading ``sqlite_master`` first, check each search
+index for what FTS5 itself misses (``repo.index_health``), and include a write
 through the triggers that is always rolled back: damage that leaves reads working (a trigger
 that outlived its FTS table, a malformed index) only shows up on write (docs/lessons.md#damage).
 No ORM session is used: the models may not even map onto a damaged file.
 
 Fixes run only after the store and its sidecars were copied to a timestamped backup, in this
 order: schema surgery on duplicate ``sqlite_master`` rows (nothing else can run while they
-exist), orphan FTS5 shadow tables, triggers writing to tables that are gone, derived objects of
+exist), search indexes FTS5 refuses to load taken out of the catalog (FTS5 cannot drop them),
+orphan FTS5 shadow tables, triggers writing to tables that are gone, derived objects of
 the head layout that are missing (``layout.recreate_missing``: views, indexes, side tables,
 triggers, each only if absent), the FTS indexes
 (``storage.rebuild_indexes``; should it fail, FTS5 ``rebuild`` of each index, by hand
@@ -198,11 +200,7 @@ def _probe_indexes(conn: Connection, present: set[str], full: bool) -> list[Prob
         if index not in present:
             continue
         with conn.begin():
-            window = catalog.backfill_window(conn)
-            problems = [*index_health.structure_problems(conn, index),
-                        *index_health.probe(conn, index, window)]
-            if full:
-                problems += index_health.content_problems(conn, index, window)
+            problems = index_health.findings(conn, index, full=full)
         probes.append(Probe(f"index:{index}", False, "; ".join(problems), "hermes-store repair")
                       if problems else Probe(f"index:{index}", True, "holds what it must"))
     return probes
@@ -325,7 +323,6 @@ def remove_duplicate_schema_rows(path: Path, dups: list[tuple[str, str, int]]) -
     finally:
         con.close()
     return [f"removed duplicate schema rows of {kind} {name}" for kind, name, _ in dups]
-
 
 
 def _attempt(conn: Connection, fn: Callable[[], Any]) -> str | None:

@@ -438,11 +438,7 @@ def _index_health(conn: Connection, index: str, full: bool) -> Finding:
     """Our index against what it must hold (``repo.index_health``): its structure and the
     bounded probe a search runs; with ``full``, against a copy built afresh from its content
     (and, for the CJK index, every covered message against its side row)."""
-    window = catalog.backfill_window(conn)
-    problems = [*index_health.structure_problems(conn, index),
-                *index_health.probe(conn, index, window)]
-    if full:
-        problems += index_health.content_problems(conn, index, window)
+    problems = index_health.findings(conn, index, full=full)
     checked = "structure, a known row and its full content" if full else (
         "structure and a known row")
     if problems:

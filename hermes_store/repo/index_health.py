@@ -307,3 +307,13 @@ def content_problems(conn: Connection, index: str,
         problems += _side_rows(conn, None)
     return problems
 
+
+def findings(conn: Connection, index: str, *, full: bool = False) -> list[str]:
+    """What ``doctor`` and ``repair`` check of ``index``: :func:`structure_problems` and
+    :func:`probe`, with ``full`` also :func:`content_problems`; rows in the backfill window
+    left out."""
+    window = catalog.backfill_window(conn)
+    found = [*structure_problems(conn, index), *probe(conn, index, window)]
+    if full:
+        found += content_problems(conn, index, window)
+    return found
