@@ -225,10 +225,11 @@ def pending_count(conn: Connection) -> int:
 
 # Covered rows that should have a side row (a CJK character) and have neither it nor a pending
 # mark: derived data lost (docs/search.md#damage). Rows inside the backfill window are the
-# backfill's. Parameters: how much of each text to read (the bounded check reads the start of
-# each), where to start (after the newest side row, for the bounded check), how many rows.
+# backfill's. Parameters: whether to read each text whole, else how much of its start (the
+# bounded check), where to start (after the newest side row, for the bounded check), how many.
 _UNCOVERED = (
-    "SELECT s.id, substr(s.text, 1, ?), s.tool_name FROM messages_search_scope AS s "
+    "SELECT s.id, CASE WHEN ? THEN s.text ELSE substr(s.text, 1, ?) END, s.tool_name "
+    "FROM messages_search_scope AS s "
     "WHERE s.id > ? AND NOT EXISTS (SELECT 1 FROM messages_cjk AS c WHERE c.id = s.id) "
     "AND NOT EXISTS (SELECT 1 FROM messages_cjk_pending AS p WHERE p.id = s.id) "
     f"AND NOT {catalog.in_backfill_window('s.id')} ORDER BY s.id LIMIT ?"
@@ -251,9 +252,9 @@ def uncovered(conn: Connection, limit: int | None = None) -> list[int]:
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
         after = 0 if limit is None else int(cursor.execute(_NEWEST_SIDE_ROW).fetchone()[0])
-        chars = 2**62 if limit is None else BOUNDED_CHECK_CHARS
         return [row_id for row_id, text, tool_name in cursor.execute(
-                    _UNCOVERED, (chars, after, -1 if limit is None else limit))
+                    _UNCOVERED, (limit is None, BOUNDED_CHECK_CHARS, after,
+                                 -1 if limit is None else limit))
                 if contains_cjk(text) or contains_cjk(tool_name)]
     finally:
         cursor.close()
