@@ -128,8 +128,9 @@ def test_index_damage_is_an_error_or_the_right_answer_and_repair_restores_every_
     assert run_json("--db", str(store), "doctor", "--full")[0] == 0
 
 
-@pytest.mark.parametrize("damage", ["word-config-version", "cjk-index-does-not-load"])
-def test_an_append_into_an_index_that_does_not_load_raises_the_documented_error(
+@pytest.mark.parametrize("damage", ["word-config-version", "cjk-index-does-not-load",
+                                    "word-structure-zeroed"])
+def test_an_append_into_a_broken_index_raises_the_documented_error(
         store: Path, damage: str) -> None:
     _damage(store, DAMAGE[damage])
     with SessionDB(store) as db:
