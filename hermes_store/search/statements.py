@@ -230,8 +230,9 @@ def search_messages(db: Session | Connection, query: str | None, *,
                     sort: str | None = None,
                     include_inactive: bool = False) -> list[dict[str, Any]]:
     """Search messages (docs/search.md): a list of hit dicts, best or newest first; never raises
-    for any query text. ``limit``/``offset`` below 0 raise ``ValueError``. Rewound rows are
-    hidden unless ``include_inactive`` (compacted ones stay findable)."""
+    for any query text. ``limit``/``offset`` below 0 raise ``ValueError``; a damaged index
+    raises ``SearchIndexDamagedError`` (docs/search.md#damage). Rewound rows are hidden unless
+    ``include_inactive`` (compacted ones stay findable)."""
     if int(limit) < 0 or int(offset) < 0:
         raise ValueError(f"limit and offset must be >= 0 (got limit={limit}, offset={offset})")
     sources = _normalize_list(source_filter)
