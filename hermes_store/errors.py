@@ -122,7 +122,21 @@ class StoreReplacedError(HermesStoreError, sqlite3.OperationalError):
     code = "replaced"
 
 
-class SearchIndexMissingError(StoreDamagedError, sqlite3.OperationalError):
+class SearchIndexDamagedError(StoreDamagedError, sqlite3.OperationalError):
+    """A derived search index cannot answer truthfully: FTS5 refuses to open it, reads a
+    damaged page, or a probe found it missing rows it must hold (docs/search.md#damage).
+
+    The messages are not part of it: ``hermes-store repair`` rebuilds the index from them.
+    ``indexes`` names the indexes concerned, when known. Still an ``sqlite3.OperationalError``
+    (a ``DatabaseError``), which is what a v11 caller saw for the same failure.
+    """
+
+    def __init__(self, message: str, *, indexes: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.indexes = tuple(indexes)
+
+
+class SearchIndexMissingError(SearchIndexDamagedError):
     """A search-index table is gone while statements (usually its triggers) still use it.
 
     Derived damage that ``repair`` fixes; still an ``sqlite3.OperationalError``, which is what

@@ -78,3 +78,11 @@ def test_drift_of_indexes_tables_and_modified_columns_reads_as_ddl() -> None:
     assert describe_drift([("modify_nullable", None, "notes", "body", {}, True, False),
                            ("modify_type", None, "notes", "body", {}, Text(), Integer())]) == (
         "modify nullable notes.body: True -> False; modify type notes.body: TEXT -> INTEGER")
+
+
+def test_check_says_it_checks_the_schema_only_and_points_to_doctor(head_db: Path) -> None:
+    result = run("--db", str(head_db), "check")
+    assert result.exit_code == 0
+    assert "schema" in result.stdout and "hermes-store doctor" in result.stdout
+    doc = json.loads(run("--db", str(head_db), "--json", "check").stdout)
+    assert doc["checked"] == "schema" and "hermes-store doctor" in doc["note"]

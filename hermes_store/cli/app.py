@@ -226,7 +226,8 @@ class StoreCommand(click.Command):
 COMMANDS: dict[str, tuple[str, str]] = {
     "archive": ("retention", "Hide whole lineages from list and pickers; they stay searchable "
                 "and exportable."),
-    "check": ("schema", "Exit 0 when the store is at head and matches the models, 1 otherwise."),
+    "check": ("schema", "Schema check: exit 0 when the store is at head and matches the models, "
+              "1 otherwise."),
     "close": ("retention", "End sessions left open (hard kills, abandoned chats) idle longer "
               "than --older-than."),
     "compact": ("health", "Whole-store upkeep: merge FTS segments, refresh planner statistics, "

@@ -143,10 +143,17 @@ def current(obj: Ctx) -> None:
         sys.exit(6)
 
 
+SCHEMA_ONLY = ("(a schema check only: `hermes-store doctor` checks integrity and the search "
+               "indexes)")
+
+
 @main.command()
 @click.pass_obj
 def check(obj: Ctx) -> None:
-    """Exit 0 when the store is at head and matches the models, 1 otherwise.
+    """Schema check: exit 0 when the store is at head and matches the models, 1 otherwise.
+
+    It reads the schema only; `hermes-store doctor` checks the store's health (integrity,
+    search indexes).
 
     \b
     Example:
@@ -157,12 +164,14 @@ def check(obj: Ctx) -> None:
     st = migrate.status(obj.db)
     drift = [describe_drift(d) for d in migrate.check(obj.db)] if st.state != "missing" else []
     ok = st.at_head and not drift
-    human = "ok: at head, no drift" if ok else (
+    human = "ok: schema at head, no drift" if ok else (
         f"not current: {st.describe()}" + "".join(f"\n  drift: {d}" for d in drift))
+    human += f"\n{SCHEMA_ONLY}"
     warnings = _locale_warnings(obj) if st.state != "missing" else []
     human += "".join(f"\nwarning: {w}" for w in warnings)
     obj.emit("check", {"path": str(obj.db), "state": st.state, "at_head": st.at_head,
-                       "drift": drift, "ok_schema": ok, "warnings": warnings}, human)
+                       "drift": drift, "ok_schema": ok, "warnings": warnings,
+                       "checked": "schema", "note": SCHEMA_ONLY}, human)
     if not ok:
         sys.exit(1)
 

@@ -34,6 +34,8 @@ FTS_TABLES = FTS_INDEXES + RETIRED_FTS_INDEXES
 # then may hold their orphaned shadow tables, which block a CREATE of the same name.
 FORMER_FTS_TABLES = ("messages_fts", "messages_fts_trigram", "messages_fts_cjk",
                      "messages_fts_old", "messages_fts_trigram_old", "messages_fts_cjk_old")
+# Each live index by its role: the word index, the trigram index, the CJK bigram index.
+WORD_FTS, TRIGRAM_FTS, CJK_FTS = FTS_INDEXES
 FTS_SHADOW_SUFFIXES = ("_data", "_idx", "_content", "_docsize", "_config")
 # The CJK side table: the bigram index is in use once it exists.
 CJK_SIDE_TABLE = names.CJK_SIDE
@@ -384,6 +386,27 @@ def fts5_tables(conn: Reader) -> list[str]:
     return fts5_in(objects(conn))
 
 
+_CONTENT_OPTION = re.compile(r"\bcontent\s*=\s*'([^']*)'", re.IGNORECASE)
+_ROWID_OPTION = re.compile(r"\bcontent_rowid\s*=\s*'([^']*)'", re.IGNORECASE)
+_TOKENIZE_OPTION = re.compile(r"\btokenize\s*=\s*'([^']*)'", re.IGNORECASE)
+
+
+class Fts5Options(NamedTuple):
+    """What an FTS5 table's ``CREATE`` statement says about where its text comes from."""
+
+    content: str | None  # the external content table or view; None when it stores its own
+    content_rowid: str
+    tokenize: str | None
+
+
+def fts5_options(sql: str) -> Fts5Options:
+    content, rowid = _CONTENT_OPTION.search(sql), _ROWID_OPTION.search(sql)
+    tokenize = _TOKENIZE_OPTION.search(sql)
+    return Fts5Options(content.group(1) or None if content else None,
+                       rowid.group(1) if rowid else "rowid",
+                       tokenize.group(1) if tokenize else None)
+
+
 def shadow_tables(index: str) -> tuple[str, ...]:
     """The names FTS5 gives the shadow tables of ``index`` (not all exist for every index)."""
     return tuple(index + suffix for suffix in FTS_SHADOW_SUFFIXES)
@@ -464,6 +487,16 @@ def drop_duplicate_entries(con: sqlite3.Connection, kind: str, name: str) -> Non
     """Keep the first catalog row of ``(kind, name)`` and delete the others (``writable_schema``
     on, inside the caller's transaction)."""
     con.execute(_DROP_DUPLICATE, (kind, name, kind, name))
+
+
+_DROP_TABLE_ENTRY = "DELETE FROM sqlite_master WHERE type = 'table' AND name = ?"
+
+
+def drop_table_entry(con: sqlite3.Connection, name: str) -> None:
+    """Delete the catalog row of table ``name`` (``writable_schema`` on, inside the caller's
+    transaction): how an FTS5 index that refuses to load is taken out, since ``DROP TABLE``
+    must load it first. Its shadow tables are then orphans, dropped as such."""
+    con.execute(_DROP_TABLE_ENTRY, (name,))
 
 
 _DROP_SEARCH_ENTRIES = (r"DELETE FROM sqlite_master WHERE name LIKE 'messages\_fts%' ESCAPE '\' "

@@ -20,6 +20,7 @@ from hermes_store.errors import (
     AgentTokenizerError,
     HermesStoreError,
     SchemaMismatchError,
+    SearchIndexDamagedError,
     SearchIndexMissingError,
     StoreBusyError,
     StoreDamagedError,
@@ -115,6 +116,55 @@ def is_full_error(err: BaseException) -> bool:
 
 _MALFORMED = ("malformed database schema", "database disk image is malformed")
 
+# FTS5's words for a MATCH expression it cannot parse: the only failures of a search that mean
+# "bad query" (docs/search.md#damage). Everything else FTS5 says is about the index itself.
+FTS5_QUERY_ERRORS = ("syntax error", "unterminated string", "no such column", "malformed match",
+                     "parser stack overflow", "unknown special query")
+# What FTS5 says about an index it cannot use: a record of the wrong format ("invalid fts5 file
+# format … run 'rebuild'"), an index that fails to load ("vtable constructor failed: NAME"),
+# its own "fts5: …" findings. Corrupt pages read through it say "malformed" (SQLITE_CORRUPT).
+_INDEX_DAMAGE = ("invalid fts5 file format", "vtable constructor failed", "fts5")
+_CORRUPT = ("database disk image is malformed", "corrupt")
+
+
+def is_fts5_query_error(err: BaseException) -> bool:
+    """True when FTS5 refused a MATCH expression (and nothing else)."""
+    text = str(_sqlite_error(err)).lower()
+    return any(marker in text for marker in FTS5_QUERY_ERRORS)
+
+
+def is_index_damage(err: BaseException) -> bool:
+    """True for an error only a damaged FTS5 index gives (never a query error)."""
+    inner = _sqlite_error(err)
+    if not isinstance(inner, sqlite3.DatabaseError) or is_fts5_query_error(inner):
+        return False
+    text = str(inner).lower()
+    # "no such module: fts5" is a runtime without FTS5, not a damaged index (docs/search.md).
+    return "no such module" not in text and any(marker in text for marker in _INDEX_DAMAGE)
+
+
+def is_corrupt(err: BaseException) -> bool:
+    """True for SQLITE_CORRUPT: a page that does not read as what it should be."""
+    inner = _sqlite_error(err)
+    code = getattr(inner, "sqlite_errorcode", None)
+    if code is not None and (code & 0xFF) == sqlite3.SQLITE_CORRUPT:
+        return True
+    text = str(inner).lower()
+    return isinstance(inner, sqlite3.DatabaseError) and any(m in text for m in _CORRUPT)
+
+
+def search_index_damaged(err: BaseException | str,
+                         indexes: tuple[str, ...] = ()) -> SearchIndexDamagedError:
+    """The error a caller gets for a damaged search index: what was found, the indexes (those
+    SQLite's words name, else all of ``indexes``) and the command that rebuilds them."""
+    text = err if isinstance(err, str) else str(_sqlite_error(err))
+    named = tuple(i for i in indexes if re.search(rf"\b{re.escape(i)}\b", text)) or indexes
+    which = f"the search index {', '.join(named)}" if named else "a search index"
+    return SearchIndexDamagedError(
+        f"{text}: {which} is damaged (it is derived from the messages, which it does not "
+        "hold); run `hermes-store repair` to rebuild it, `hermes-store doctor` to see whether "
+        "anything else is damaged", indexes=named)
+
 
 def is_malformed_db_error(err: object) -> bool:
     """A ``sqlite3.DatabaseError`` (any subclass, ours included) saying the schema or the file
@@ -147,6 +197,12 @@ def unwrap(err: BaseException, path: str | None = None) -> BaseException:
         return SearchIndexMissingError(
             f"{inner}: the search index {missing.group(1)} is missing (the messages themselves "
             "are intact); run `hermes-store repair` to restore it")
+    if is_index_damage(inner) or (
+            # SQLITE_CONSTRAINT without a message: only a virtual table's write says that (every
+            # constraint of ours names itself): FTS5 writing a segment its broken structure
+            # record no longer lists.
+            isinstance(inner, sqlite3.IntegrityError) and str(inner) == "constraint failed"):
+        return search_index_damaged(inner)
     if is_full_error(inner):
         return StoreFullError(f"the database or disk is full; the write was rolled back ({inner})")
     text = str(inner).lower()

@@ -1,13 +1,15 @@
 """``repair``: probe a store for damage, back it up, fix what can be fixed in place, probe again.
 
-The probes tell "fresh" from "broken" by reading ``sqlite_master`` first, and include a write
+The probes tell "fresh" from "broken" by reading ``sqlite_master`` first, check each search
+index for what FTS5 itself misses (``repo.index_health``), and include a write
 through the triggers that is always rolled back: damage that leaves reads working (a trigger
 that outlived its FTS table, a malformed index) only shows up on write (docs/lessons.md#damage).
 No ORM session is used: the models may not even map onto a damaged file.
 
 Fixes run only after the store and its sidecars were copied to a timestamped backup, in this
 order: schema surgery on duplicate ``sqlite_master`` rows (nothing else can run while they
-exist), orphan FTS5 shadow tables, triggers writing to tables that are gone, derived objects of
+exist), search indexes FTS5 refuses to load taken out of the catalog (FTS5 cannot drop them),
+orphan FTS5 shadow tables, triggers writing to tables that are gone, derived objects of
 the head layout that are missing (``layout.recreate_missing``: views, indexes, side tables,
 triggers, each only if absent), the FTS indexes
 (``storage.rebuild_indexes``; should it fail, FTS5 ``rebuild`` of each index, by hand
@@ -35,7 +37,7 @@ from hermes_store.errors import StoreDamagedError, StoreNotFoundError
 from hermes_store.ops import storage
 from hermes_store.ops.backup import backup_path, copy_with_sidecars
 from hermes_store.ops.holders import ensure_not_held
-from hermes_store.repo import bigrams
+from hermes_store.repo import bigrams, index_health
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Tables a trigger body writes to: INSERT INTO t, DELETE FROM t, UPDATE t, REPLACE INTO t.
@@ -194,6 +196,21 @@ def _probe_fts(conn: Connection, names: list[str]) -> list[Probe]:
             else Probe(f"fts:{name}", True, "FTS5 integrity-check ok") for name in names]
 
 
+def _probe_indexes(conn: Connection, present: set[str], full: bool) -> list[Probe]:
+    """Each of our indexes against what it must hold (``repo.index_health``): what FTS5's
+    integrity-check misses (a zeroed structure record, an emptied term table, lost CJK side
+    rows) and what a search would answer with fewer hits."""
+    probes = []
+    for index in catalog.FTS_INDEXES:
+        if index not in present:
+            continue
+        with conn.begin():
+            problems = index_health.findings(conn, index, full=full)
+        probes.append(Probe(f"index:{index}", False, "; ".join(problems), "hermes-store repair")
+                      if problems else Probe(f"index:{index}", True, "holds what it must"))
+    return probes
+
+
 def _probe_quick(conn: Connection, full: bool) -> Probe:
     pragma = "integrity_check" if full else "quick_check"
     try:
@@ -335,6 +352,7 @@ def probe_store(path: str | Path, *, full: bool = False) -> list[Probe]:
         # The agent's own index cannot even be opened without its tokenizer: not ours to check.
         probes += _probe_fts(conn, [n for n in catalog.fts5_in(rows) if n != unreadable])
         tables = {o.name for o in rows if o.type == "table"}
+        probes += _probe_indexes(conn, tables, full)
         if {"sessions", "messages"} <= tables:
             probes.append(_probe_write(conn))
         elif tables - {"sqlite_sequence"}:
@@ -361,10 +379,6 @@ def remove_duplicate_schema_rows(path: Path, dups: list[tuple[str, str, int]]) -
     return [f"removed duplicate schema rows of {kind} {name}" for kind, name, _ in dups]
 
 
-_CONTENT_OPT = re.compile(r"\bcontent\s*=\s*'([^']*)'", re.I)
-_ROWID_OPT = re.compile(r"\bcontent_rowid\s*=\s*'([^']*)'", re.I)
-
-
 def _attempt(conn: Connection, fn: Callable[[], Any]) -> str | None:
     """Run ``fn`` inside a savepoint; undo it and return the error text if it fails."""
     conn.exec_driver_sql("SAVEPOINT hermes_fix")
@@ -380,11 +394,11 @@ def _attempt(conn: Connection, fn: Callable[[], Any]) -> str | None:
 
 def _reindex_external(conn: Connection, table: str, sql: str) -> None:
     """FTS5 ``rebuild`` by hand: empty the index, re-insert every row of its content table."""
-    content, rowid = _CONTENT_OPT.search(sql), _ROWID_OPT.search(sql)
-    if content is None or not content.group(1):
+    options = catalog.fts5_options(sql)
+    if options.content is None:
         raise StoreDamagedError(f"{table} stores no content it could be rebuilt from")
     cols = [c.name for c in catalog.columns(conn, table)]
-    key = rowid.group(1) if rowid else "rowid"
+    key = options.content_rowid
     names = ", ".join(map(_quote, cols))
     where, params = "", ()
     # Rows in (progress, high_water] are not indexed yet by design (docs/cli.md#upkeep).
@@ -394,7 +408,7 @@ def _reindex_external(conn: Connection, table: str, sql: str) -> None:
     conn.exec_driver_sql(f"INSERT INTO {_quote(table)}({_quote(table)}) VALUES ('delete-all')")
     conn.exec_driver_sql(
         f"INSERT INTO {_quote(table)}(rowid, {names}) SELECT {_quote(key)}, {names} "
-        f"FROM {_quote(content.group(1))}{where}", params)
+        f"FROM {_quote(options.content)}{where}", params)
 
 
 def _rebuild_fts(conn: Connection) -> list[str]:
@@ -431,6 +445,12 @@ def _recreate_layout(conn: Connection) -> list[str]:
     created = layout.recreate_missing(conn)
     if {names.CJK_SIDE, names.CJK_PENDING} & set(created):
         conn.exec_driver_sql(_PEND_ALL_CJK)
+    elif catalog.CJK_FTS in created:
+        # A new, empty bigram index beside side rows that were kept: fill it from them now
+        # (FTS5's rebuild reads a plain table), so the rebuild's delete of each side row meets
+        # an index that holds it.
+        conn.exec_driver_sql(f"INSERT INTO {_quote(catalog.CJK_FTS)}({_quote(catalog.CJK_FTS)}) "
+                             "VALUES ('rebuild')")
     return [f"recreated {name} (head layout)" for name in created]
 
 
@@ -465,7 +485,8 @@ def _fix_in_place(engine: Engine, probes: list[Probe]) -> list[str]:
                 conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {_quote(trigger)}")
                 actions.append(f"dropped trigger {trigger} (a second writer to a search index)")
         actions.extend(_recreate_layout(conn))
-        if actions or any(n.startswith("fts:") or n == "write_probe" for n in failing):
+        if actions or any(n.startswith(("fts:", "index:")) or n == "write_probe"
+                          for n in failing):
             actions.extend(_rebuild_fts(conn))
             actions.extend(_catch_up_cjk(conn))
         if failing & {"quick_check", "integrity_check"}:
@@ -474,6 +495,34 @@ def _fix_in_place(engine: Engine, probes: list[Probe]) -> list[str]:
 
     run_write(engine, unit, what="repair")
     return list(actions)
+
+
+def unloadable_indexes(engine: Engine) -> list[str]:
+    """Our indexes FTS5 refuses to load, in a store at head (where the layout can be built
+    again); such an index cannot be emptied or even dropped through FTS5."""
+    with engine.connect() as conn, conn.begin():
+        if not migrate.status_of(conn).at_head:
+            return []
+        present = catalog.tables(conn)
+        return [i for i in catalog.FTS_INDEXES
+                if i in present and index_health.load_error(conn, i) is not None]
+
+
+def unregister_indexes(path: Path, names: list[str]) -> list[str]:
+    """Take indexes that refuse to load out of the catalog (the file was backed up first);
+    their shadow tables are then orphans and their triggers dead, which the fixes that follow
+    drop, before the head layout is created and rebuilt from ``messages``."""
+    con = sqlite3.connect(path, isolation_level=None)
+    try:
+        con.execute("PRAGMA writable_schema=ON")
+        con.execute("BEGIN IMMEDIATE")
+        for name in names:
+            catalog.drop_table_entry(con, name)
+        con.execute("COMMIT")
+        con.execute("PRAGMA writable_schema=RESET")
+    finally:
+        con.close()
+    return [f"took {name} out of the catalog (FTS5 refused to load it)" for name in names]
 
 
 def repair_store(path: str | Path, *, check_only: bool = False, backup: bool = True,
@@ -501,6 +550,11 @@ def repair_store(path: str | Path, *, check_only: bool = False, backup: bool = T
         open_engine(p).dispose()  # pooled connections cached the broken schema
     if agents:
         report.actions += drop_agent_cjk(open_engine(p))
+    unloadable = unloadable_indexes(open_engine(p))
+    if unloadable:
+        open_engine(p).dispose()
+        report.actions += unregister_indexes(p, unloadable)
+        open_engine(p).dispose()
     report.actions += _fix_in_place(open_engine(p), probe_store(p, full=full))
     report.after = probe_store(p, full=full)
     return report

@@ -24,6 +24,7 @@ from hermes_store.db.migrate import status_of
 from hermes_store.db.models import ChatSession
 from hermes_store.db.sqlite_driver import agent_tokenizer_problem
 from hermes_store.errors import SchemaMismatchError
+from hermes_store.repo import index_health
 from hermes_store.repo.lineage import SANE_FUTURE_S, SANE_MIN_TS, last_activity
 
 WAL_INDEX_VERSION = 3007000
@@ -442,6 +443,18 @@ def _fts_structure(conn: Connection, table: str) -> Finding:
         conn.exec_driver_sql(_VOCAB_DROP)
 
 
+def _index_health(conn: Connection, index: str, full: bool) -> Finding:
+    """Our index against what it must hold (``repo.index_health``): its structure and the
+    bounded probe a search runs; with ``full``, against a copy built afresh from its content
+    (and, for the CJK index, every covered message against its side row)."""
+    problems = index_health.findings(conn, index, full=full)
+    checked = "structure, a known row and its full content" if full else (
+        "structure and a known row")
+    if problems:
+        return Finding(f"index:{index}", "damage", "; ".join(problems), "hermes-store repair")
+    return Finding(f"index:{index}", "ok", f"{checked} ok")
+
+
 def trigram_locale(conn: Connection) -> Finding | None:
     """On PostgreSQL, whether pg_trgm can read CJK text under the database's LC_CTYPE (under
     C/POSIX it takes no CJK character into a trigram, so the substring index cannot narrow a
@@ -492,8 +505,11 @@ def diagnose(conn: Connection, path: Path, *, full: bool = False,
     if locale is not None:
         findings.append(locale)
     findings.append(_integrity(conn, full))
-    for table in catalog.fts5_tables(conn):
+    tables = catalog.fts5_tables(conn)
+    for table in tables:
         findings.append(_fts_structure(conn, table))
+    findings += [_index_health(conn, index, full) for index in catalog.FTS_INDEXES
+                 if index in tables]
     if st.at_head:
         # Missing or foreign triggers mean search silently misses or doubles rows: not a warning.
         findings.append(_layout_drift(

@@ -223,6 +223,47 @@ def pending_count(conn: Connection) -> int:
     return int(conn.exec_driver_sql(sql).scalar() or 0)
 
 
+# Covered rows that should have a side row (a CJK character) and have neither it nor a pending
+# mark: derived data lost (docs/search.md#damage). Rows inside the backfill window are the
+# backfill's. Parameters: whether to read each text whole, else how much of its start (the
+# bounded check), where to start (after the newest side row, for the bounded check), how many.
+_UNCOVERED = (
+    "SELECT s.id, CASE WHEN ? THEN s.text ELSE substr(s.text, 1, ?) END, s.tool_name "
+    "FROM hs_search_scope AS s "
+    "WHERE s.id > ? AND NOT EXISTS (SELECT 1 FROM hs_cjk AS c WHERE c.id = s.id) "
+    "AND NOT EXISTS (SELECT 1 FROM hs_cjk_pending AS p WHERE p.id = s.id) "
+    f"AND NOT {catalog.in_backfill_window('s.id')} ORDER BY s.id LIMIT ?"
+)
+_NEWEST_SIDE_ROW = "SELECT COALESCE(max(id), 0) FROM hs_cjk"
+BOUNDED_CHECK_CHARS = 1000
+_SIDE_ROWS = "SELECT count(*) FROM hs_cjk"
+
+
+def uncovered(conn: Connection, limit: int | None = None) -> list[int]:
+    """Ids of covered messages holding CJK text with no side row and no pending mark.
+
+    ``limit``: the bounded check a search runs after a short answer, which reads only the first
+    ``limit`` covered rows after the newest side row (where a lost side table shows first), and
+    of each the first ``BOUNDED_CHECK_CHARS`` characters of its text; ``None`` reads every
+    covered row whole (``doctor --full``).
+    """
+    # On the driver cursor (same transaction): the rows' text is most of the cost, and
+    # SQLAlchemy's per-row work doubled it.
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        after = 0 if limit is None else int(cursor.execute(_NEWEST_SIDE_ROW).fetchone()[0])
+        return [row_id for row_id, text, tool_name in cursor.execute(
+                    _UNCOVERED, (limit is None, BOUNDED_CHECK_CHARS, after,
+                                 -1 if limit is None else limit))
+                if contains_cjk(text) or contains_cjk(tool_name)]
+    finally:
+        cursor.close()
+
+
+def side_row_count(conn: Connection) -> int:
+    return int(conn.exec_driver_sql(_SIDE_ROWS).scalar() or 0)
+
+
 def index_range(conn: Connection, lo: int, hi: int) -> None:
     """(Re)derive the side rows of ids in ``(lo, hi]``: the backfill and rebuild step."""
     conn.exec_driver_sql(_DELETE_RANGE, (lo, hi))

@@ -17,6 +17,7 @@ from typing import Any
 
 from hermes_store.content import marker_sql
 from hermes_store.db.catalog import SearchLayout
+from hermes_store.db.sqlite_driver import is_fts5_query_error
 from hermes_store.search import language
 from hermes_store.search.language import And, Node, Not, Term
 
@@ -227,14 +228,10 @@ _RESOLVED = ("CASE page.origin WHEN 'bigram' THEN CASE WHEN EXISTS (SELECT 1 FRO
 _CONTEXT_TEXT = (f"CASE WHEN {marker_sql('{t}.content')} "
                  f"THEN {{t}}.content ELSE substr({{t}}.content, 1, {CONTEXT_CHARS}) END")
 
-_MATCH_ERRORS = ("fts5", "syntax error", "unterminated string", "no such column",
-                 "malformed match")
-
-
 def is_match_error(err: BaseException) -> bool:
-    """True when SQLite refused a MATCH expression (as opposed to any other failure)."""
-    text = str(getattr(err, "orig", err)).lower()
-    return any(marker in text for marker in _MATCH_ERRORS)
+    """True when FTS5 refused a MATCH expression: its syntax errors only. Anything else it says
+    ("invalid fts5 file format", a page it cannot read) is a damaged index, never "no hits"."""
+    return is_fts5_query_error(err)
 
 
 @dataclass

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import Connection, exc
@@ -35,6 +35,9 @@ from sqlalchemy.orm import Session
 from hermes_store.content import MULTIMODAL_PREFIX, text_of
 from hermes_store.db import catalog
 from hermes_store.db.catalog import SearchLayout
+from hermes_store.db.sqlite_driver import is_corrupt, is_index_damage, search_index_damaged
+from hermes_store.errors import HermesStoreError
+from hermes_store.repo import index_health
 from hermes_store.search import language, postgres, sqlite
 from hermes_store.search.language import Node, Term
 from hermes_store.search.snippets import snippet_from_text
@@ -82,6 +85,12 @@ class _Plan:
     tree: Node
     routes: dict[Term, str]
 
+    def indexes(self, layout: SearchLayout) -> tuple[str, ...]:
+        """Every FTS5 index the plan's routes read (SQLite)."""
+        found = [i for route in sorted(set(self.routes.values()))
+                 for i in _route_indexes(route, layout)]
+        return tuple(dict.fromkeys(found))
+
     @property
     def single_route(self) -> str | None:
         kinds = set(self.routes.values())
@@ -91,6 +100,19 @@ class _Plan:
         if route in ("word", "bigram") and any(t.needs_literal_check for t in self.routes):
             return None  # "%" is dropped by unicode61: the literal is checked term by term
         return route
+
+
+def _route_indexes(route: str, layout: SearchLayout) -> tuple[str, ...]:
+    """The FTS5 indexes a route reads on SQLite: the word route reads the bigram index too, for
+    the rows holding CJK text (so a damaged bigram index fails Latin words as well: their hits
+    in those rows would be missing)."""
+    if route == "word" and layout.word:
+        return (catalog.WORD_FTS, catalog.CJK_FTS) if layout.bigram else (catalog.WORD_FTS,)
+    if route == "trigram" and layout.trigram:
+        return (catalog.TRIGRAM_FTS,)
+    if route == "bigram" and layout.bigram:
+        return (catalog.CJK_FTS,)
+    return ()
 
 
 def _plan(tree: Node, layout: SearchLayout, source_filter: list[str] | None,
@@ -208,8 +230,9 @@ def search_messages(db: Session | Connection, query: str | None, *,
                     sort: str | None = None,
                     include_inactive: bool = False) -> list[dict[str, Any]]:
     """Search messages (docs/search.md): a list of hit dicts, best or newest first; never raises
-    for any query text. ``limit``/``offset`` below 0 raise ``ValueError``. Rewound rows are
-    hidden unless ``include_inactive`` (compacted ones stay findable)."""
+    for any query text. ``limit``/``offset`` below 0 raise ``ValueError``; a damaged index
+    raises ``SearchIndexDamagedError`` (docs/search.md#damage). Rewound rows are hidden unless
+    ``include_inactive`` (compacted ones stay findable)."""
     if int(limit) < 0 or int(offset) < 0:
         raise ValueError(f"limit and offset must be >= 0 (got limit={limit}, offset={offset})")
     sources = _normalize_list(source_filter)
@@ -224,7 +247,9 @@ def search_messages(db: Session | Connection, query: str | None, *,
                                            _normalize_list(role_filter)),
                        int(limit), int(offset), _normalize_sort(sort),
                        hide=not include_inactive)
-    except (sqlite3.OperationalError, exc.OperationalError) as err:
+    except HermesStoreError:
+        raise
+    except (sqlite3.DatabaseError, exc.DBAPIError) as err:
         if not _statements(conn).is_match_error(err):
             raise
         log.warning("search for %r gave an invalid MATCH: %s", query, err)
@@ -233,9 +258,31 @@ def search_messages(db: Session | Connection, query: str | None, *,
 
 def _search(conn: Connection, tree: Node, filters: Filters, limit: int, offset: int,
             sort: str | None, hide: bool = False) -> list[dict[str, Any]]:
+    """One search; on SQLite, damage to an index it reads is an error, never fewer hits
+    (docs/search.md#damage): FTS5's own complaints are translated, and an answer shorter than
+    ``limit`` is trusted only once the indexes pass ``index_health``'s bounded probe."""
     layout = catalog.search_layout(conn)
-    sql = _statements(conn)
     plan = _plan(tree, layout, filters.sources, filters.roles)
+    indexes = plan.indexes(layout) if _statements(conn) is sqlite else ()
+    try:
+        found = _answer(conn, plan, layout, filters, limit, offset, sort, hide)
+    except (sqlite3.DatabaseError, exc.DBAPIError) as err:
+        if indexes and (is_index_damage(err) or is_corrupt(err)):
+            raise search_index_damaged(err, indexes) from err
+        raise
+    if indexes and len(found) < limit:
+        failed = index_health.verified(conn, indexes, layout.window)
+        if failed:
+            raise search_index_damaged(
+                "; ".join(f"{index}: {', '.join(problems)}" for index, problems in failed.items()),
+                tuple(failed))
+    return found
+
+
+def _answer(conn: Connection, plan: _Plan, layout: SearchLayout, filters: Filters, limit: int,
+            offset: int, sort: str | None, hide: bool) -> list[dict[str, Any]]:
+    sql = _statements(conn)
+    tree = plan.tree
     route = plan.single_route
     if route is not None:
         ranked = route in ("word", "trigram", "bigram")
@@ -249,6 +296,11 @@ def _search(conn: Connection, tree: Node, filters: Filters, limit: int, offset: 
             return []
         hits = found
     order = sort or ("rank" if ranked else "newest")
+    if sql is sqlite:
+        # Snippets only from the index the hits came from: a statement naming an index that
+        # fails to load fails whole, and one index's damage must not stop another's route.
+        layout = replace(layout, word=layout.word and route == "word",
+                         trigram=layout.trigram and route == "trigram")
     return _results(_page(conn, hits, tree, layout, order, filters, limit, offset, hide=hide),
                     tree)
 
