@@ -23,6 +23,7 @@ import socket
 import sqlite3
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -228,3 +229,76 @@ def sql_many(target: Any, statement: str, rows: list[dict[str, Any]]) -> None:
     """One statement run for each of ``rows`` (executemany), committed together."""
     eng = target if hasattr(target, "dialect") else target.engine
     engine_mod.run_write(eng, lambda conn: conn.execute(text(statement), rows))
+
+
+# --------------------------------------------------------------------------- pgbouncer
+
+POOLER_ENV = "HERMES_STORE_TEST_VIA"  # "pgbouncer": the PostgreSQL variants go through one
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Pooler:
+    """Debian's pgbouncer in transaction mode on a free port, in front of ``server`` (its
+    config, log and pid file in a temporary directory; stopped and removed at the end)."""
+
+    root: Path
+    port: int
+    proc: subprocess.Popen[bytes]
+
+    @classmethod
+    def start(cls, server: URL) -> Pooler:
+        binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+        if not Path(binary).exists():
+            raise RuntimeError("pgbouncer is not installed (apt-get install -y pgbouncer)")
+        root = Path(tempfile.mkdtemp(prefix="hermes-pgbouncer-"))
+        port = free_port()
+        user = server.username or "postgres"
+        (root / "users.txt").write_text(f'"{user}" ""\n')
+        (root / "pgbouncer.ini").write_text(
+            "[databases]\n"
+            f"* = host={server.host or '127.0.0.1'} port={server.port or 5432}\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
+            f"auth_type = trust\nauth_file = {root / 'users.txt'}\n"
+            "pool_mode = transaction\nmax_client_conn = 500\ndefault_pool_size = 20\n"
+            "server_reset_query =\nignore_startup_parameters = extra_float_digits,options\n"
+            f"logfile = {root / 'log'}\npidfile = {root / 'pid'}\n")
+        cmd = [binary, str(root / "pgbouncer.ini")]
+        if os.geteuid() == 0:  # pgbouncer refuses to run as root
+            shutil.chown(root, "postgres")
+            for child in root.iterdir():
+                shutil.chown(child, "postgres")
+            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        pooler = cls(root, port, proc)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                err = proc.stderr.read().decode() if proc.stderr else ""
+                shutil.rmtree(root, ignore_errors=True)
+                raise RuntimeError(f"pgbouncer exited: {err.strip()}")
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    return pooler
+            time.sleep(0.05)
+        pooler.stop()
+        raise RuntimeError("pgbouncer did not start listening within 10 s")
+
+    def url_for(self, direct: str) -> str:
+        """The same database and role through the pooler."""
+        url = make_url(direct).set(host="127.0.0.1", port=self.port)
+        return url.render_as_string(hide_password=False)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        if self.proc.poll() is None:
+            self.proc.kill()
+        shutil.rmtree(self.root, ignore_errors=True)
