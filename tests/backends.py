@@ -114,6 +114,9 @@ class PgServer:
     conn: Any
     cluster: Cluster | None = None
     template: str | None = None
+    # With HERMES_STORE_TEST_VIA=pgbouncer the stores' URLs go through this pooler; creating
+    # and dropping databases stays direct.
+    pooler: Pooler | None = None
     prefix: str = field(default_factory=lambda: f"hermes_test_{uuid.uuid4().hex[:8]}")
     _counter: Iterator[int] = field(default_factory=itertools.count)
 
@@ -140,8 +143,12 @@ class PgServer:
         url = make_url(cluster.url)
         return cls(url, _admin(url), cluster=cluster), ""
 
-    def url_for(self, name: str) -> str:
+    def direct_url_for(self, name: str) -> str:
         return self.admin_url.set(database=name).render_as_string(hide_password=False)
+
+    def url_for(self, name: str) -> str:
+        direct = self.direct_url_for(name)
+        return self.pooler.url_for(direct) if self.pooler is not None else direct
 
     def _create(self, template: str) -> str:
         name = f"{self.prefix}_{next(self._counter)}"
@@ -156,7 +163,7 @@ class PgServer:
             from hermes_store.db import migrate
 
             name = self._create("template0")
-            migrate.upgrade(self.url_for(name))
+            migrate.upgrade(self.direct_url_for(name))  # a pooler would keep connections
             engine_mod.dispose_all()  # a template must have no connections
             self.template = name
         return self.url_for(self._create(self.template))
@@ -166,6 +173,8 @@ class PgServer:
         self.conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     def close(self) -> None:
+        if self.pooler is not None:
+            self.pooler.stop()
         with contextlib.suppress(Exception):
             if self.template:
                 self.conn.execute(f'DROP DATABASE IF EXISTS "{self.template}" WITH (FORCE)')
@@ -236,6 +245,10 @@ def sql_many(target: Any, statement: str, rows: list[dict[str, Any]]) -> None:
 POOLER_ENV = "HERMES_STORE_TEST_VIA"  # "pgbouncer": the PostgreSQL variants go through one
 
 
+def pooled_run() -> bool:
+    return os.environ.get(POOLER_ENV, "").strip().lower() == "pgbouncer"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -266,7 +279,7 @@ class Pooler:
             "[pgbouncer]\n"
             f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
             f"auth_type = trust\nauth_file = {root / 'users.txt'}\n"
-            "pool_mode = transaction\nmax_client_conn = 500\ndefault_pool_size = 20\n"
+            "pool_mode = transaction\nmax_client_conn = 500\ndefault_pool_size = 5\n"
             "server_reset_query =\nignore_startup_parameters = extra_float_digits,options\n"
             f"logfile = {root / 'log'}\npidfile = {root / 'pid'}\n")
         cmd = [binary, str(root / "pgbouncer.ini")]
