@@ -77,7 +77,7 @@ class Cluster:
         subprocess.run(cmd, check=True, capture_output=True, timeout=120)
 
     @classmethod
-    def start(cls) -> Cluster:
+    def _make(cls) -> Cluster:
         bindir = next((d for d in BIN_DIRS if (d / "initdb").exists()), None)
         if bindir is None:
             raise RuntimeError("no PostgreSQL binaries under /usr/lib/postgresql/*/bin")
@@ -88,13 +88,34 @@ class Cluster:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        cluster = cls(root, port, bindir, user)
-        data = root / "data"
-        cluster._run("initdb", "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
-                     "--locale=C.UTF-8")
-        cluster._run("pg_ctl", "-D", str(data), "-w", "-l", str(root / "log"), "-o",
-                     f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
+        return cls(root, port, bindir, user)
+
+    @classmethod
+    def start(cls) -> Cluster:
+        cluster = cls._make()
+        # initdb -A trust also trusts local replication connections (a standby's).
+        cluster._run("initdb", "-D", str(cluster.root / "data"), "-U", "postgres", "-A",
+                     "trust", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync")
+        cluster._launch()
         return cluster
+
+    def _launch(self) -> None:
+        self._run("pg_ctl", "-D", str(self.root / "data"), "-w", "-l", str(self.root / "log"),
+                  "-o", f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
+                  "-c fsync=off", "start")
+
+    def standby(self) -> Cluster:
+        """A hot standby of this cluster, streaming from it (``pg_basebackup -R``)."""
+        standby = type(self)._make()
+        try:
+            standby._run("pg_basebackup", "-h", "127.0.0.1", "-p", str(self.port), "-U",
+                         "postgres", "-D", str(standby.root / "data"), "-R", "-X", "stream",
+                         "-c", "fast", "--no-sync")
+            standby._launch()
+        except Exception:
+            standby.stop()
+            raise
+        return standby
 
     def stop(self) -> None:
         with contextlib.suppress(Exception):
@@ -315,3 +336,52 @@ class Pooler:
         if self.proc.poll() is None:
             self.proc.kill()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- replicas
+
+
+@dataclass
+class ReplicaPair:
+    """A primary and a hot standby streaming from it, both throwaway clusters on free ports
+    (the machine's own server is never reconfigured)."""
+
+    primary: Cluster
+    standby: Cluster
+    admin: Any = None
+
+    @classmethod
+    def start(cls) -> ReplicaPair:
+        primary = Cluster.start()
+        try:
+            pair = cls(primary, primary.standby())
+        except Exception:
+            primary.stop()
+            raise
+        pair.admin = _admin(make_url(primary.url))
+        return pair
+
+    def urls(self, name: str) -> tuple[str, str]:
+        """(primary, standby) URLs of database ``name``."""
+        return (make_url(self.primary.url).set(database=name).render_as_string(False),
+                make_url(self.standby.url).set(database=name).render_as_string(False))
+
+    def standby_admin(self) -> Any:
+        return _admin(make_url(self.standby.url))
+
+    def wait_for_replay(self, timeout_s: float = 30.0) -> None:
+        """Return once the standby has replayed everything the primary had committed."""
+        target = self.admin.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
+        with self.standby_admin() as standby:
+            deadline = time.monotonic() + timeout_s
+            while not standby.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn",
+                                      (str(target),)).fetchone()[0]:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the standby did not replay {target} in {timeout_s}s")
+                time.sleep(0.01)
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.admin.close()
+        self.standby.stop()
+        self.primary.stop()

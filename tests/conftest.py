@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from backends import POOLER_ENV, PgServer, Pooler, pg_required, pooled_run
+from backends import POOLER_ENV, PgServer, Pooler, ReplicaPair, pg_required, pooled_run
 
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
@@ -90,6 +90,21 @@ def pgbouncer(pg_server: PgServer) -> Iterator[Pooler]:
         pytest.skip(str(err))
     yield pooler
     pooler.stop()
+
+
+@pytest.fixture(scope="session")
+def replica_pair() -> Iterator[ReplicaPair]:
+    """A primary and a hot standby of it (throwaway clusters), for the tests about replicas."""
+    try:
+        pair = ReplicaPair.start()
+    except Exception as err:  # noqa: BLE001 - any failure: no replica pair on this machine
+        if pg_required():
+            pytest.fail(f"HERMES_STORE_REQUIRE_PG is set but no replica pair: {err}",
+                        pytrace=False)
+        pytest.skip(f"no replica pair: {err}")
+    yield pair
+    engine_mod.dispose_all()
+    pair.stop()
 
 
 def _server_store(request: pytest.FixtureRequest, *, at_head: bool) -> Iterator[str]:
