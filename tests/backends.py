@@ -302,6 +302,7 @@ class Pooler:
             f"auth_type = trust\nauth_file = {root / 'users.txt'}\n"
             "pool_mode = transaction\nmax_client_conn = 500\ndefault_pool_size = 5\n"
             "server_reset_query =\nignore_startup_parameters = extra_float_digits,options\n"
+            "log_connections = 0\nlog_disconnections = 0\n"
             f"logfile = {root / 'log'}\npidfile = {root / 'pid'}\n")
         cmd = [binary, str(root / "pgbouncer.ini")]
         if os.geteuid() == 0:  # pgbouncer refuses to run as root
@@ -309,12 +310,14 @@ class Pooler:
             for child in root.iterdir():
                 shutil.chown(child, "postgres")
             cmd = ["runuser", "-u", "postgres", "--", *cmd]
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # Its log goes to the file only: a pipe nobody reads would stop it once full.
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         pooler = cls(root, port, proc)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                err = proc.stderr.read().decode() if proc.stderr else ""
+                log = root / "log"
+                err = log.read_text()[-2000:] if log.exists() else ""
                 shutil.rmtree(root, ignore_errors=True)
                 raise RuntimeError(f"pgbouncer exited: {err.strip()}")
             with socket.socket() as s:
