@@ -191,6 +191,24 @@ class StoreUnavailableError(HermesStoreError, sqlite3.OperationalError):
         self.database = database
 
 
+class StoreReadOnlyError(HermesStoreError, sqlite3.OperationalError):
+    """A write reached a store that serves reads only: a PostgreSQL hot standby, or a store
+    opened read-only. Nothing was written; the message says where writes go instead."""
+
+    exit_code = 1
+    code = "read_only"
+
+
+class PoolerError(HermesStoreError, sqlite3.OperationalError):
+    """The server lost track of a connection's prepared statements, or a statement's parameters
+    met another client's statement: the mark of a connection pooler (pgbouncer before 1.21 in
+    transaction mode) carrying prepared statements it cannot follow. The message names the
+    cause and the URL option that avoids it."""
+
+    exit_code = 1
+    code = "pooler"
+
+
 class BackendNotSupportedError(HermesStoreError, NotImplementedError):
     """The operation exists for one backend only (for example, file maintenance on SQLite)."""
 

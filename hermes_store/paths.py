@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # SQLAlchemy is imported on use: `hermes-store --version` mus
 
 DB_FILENAME = "state.db"
 STORE_URL_ENV = "HERMES_STORE_URL"
+READ_URL_ENV = "HERMES_STORE_READ_URL"
 PG_DRIVER = "postgresql+psycopg"
 _PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -163,6 +164,26 @@ def resolve_location(db: str | os.PathLike[str] | URL | StoreLocation | None = N
     if env:
         return StoreLocation.for_url(env) if looks_like_url(env) else StoreLocation.for_path(env)
     return StoreLocation.for_path(default_db_path())
+
+
+def resolve_read_location(read: str | URL | StoreLocation | None,
+                          store: StoreLocation) -> StoreLocation | None:
+    """Where searches and listings may be read (a replica of ``store``): ``read`` if given,
+    else ``$HERMES_STORE_READ_URL``, else nowhere else. Only a PostgreSQL store has one: a
+    read location given for a file is a usage error, the variable is ignored for one."""
+    if isinstance(read, StoreLocation):
+        found: StoreLocation | None = read
+    elif read is not None and str(read).strip():
+        found = StoreLocation.for_url(read)
+    else:
+        env = os.environ.get(READ_URL_ENV, "").strip()
+        found = StoreLocation.for_url(env) if env and store.path is None else None
+    if found is None:
+        return None
+    if found.path is not None or store.path is not None:
+        raise UsageError(f"a read location ({found.display}) needs a PostgreSQL store and a "
+                         f"PostgreSQL replica of it; the store is {store.display}")
+    return found
 
 
 def resolve_db_path(db: str | os.PathLike[str] | None = None, profile: str | None = None) -> Path:

@@ -4,6 +4,9 @@
 ``tests/backends.py`` for where the server comes from); a test about SQLite itself (pragmas,
 files, FTS5) carries ``@pytest.mark.sqlite_only`` and gets the SQLite variant alone.
 ``store_path`` / ``head_db`` stay SQLite files.
+
+With ``HERMES_STORE_TEST_VIA=pgbouncer`` every PostgreSQL store's URL goes through a pgbouncer
+in transaction mode that the session starts (``.ci/run`` reruns a subset that way).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from backends import PgServer, pg_required
+from backends import POOLER_ENV, PgServer, Pooler, ReplicaPair, pg_required, pooled_run
 
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
@@ -40,6 +43,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("backend", BACKENDS[:1] if only else BACKENDS, indirect=True)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if pooled_run():
+        items[:] = [item for item in items if item.get_closest_marker("direct_pg") is None]
+
+
 @pytest.fixture
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -52,9 +60,51 @@ def pg_server() -> Iterator[PgServer]:
         if pg_required():
             pytest.fail(f"HERMES_STORE_REQUIRE_PG is set but {reason}", pytrace=False)
         pytest.skip(reason)
+    if pooled_run():
+        server.pooler = _start_pooler(server)
     yield server
     engine_mod.dispose_all()
     server.close()
+
+
+def _start_pooler(server: PgServer) -> Pooler:
+    try:
+        return Pooler.start(server.admin_url)
+    except RuntimeError as err:
+        server.close()
+        pytest.fail(f"{POOLER_ENV}=pgbouncer but {err}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(pg_server: PgServer) -> Iterator[Pooler]:
+    """A pgbouncer in transaction mode in front of the test server (the pooled run's own, or
+    one started for the tests about poolers)."""
+    if pg_server.pooler is not None:
+        yield pg_server.pooler
+        return
+    try:
+        pooler = Pooler.start(pg_server.admin_url)
+    except RuntimeError as err:
+        if pg_required():
+            pytest.fail(f"HERMES_STORE_REQUIRE_PG is set but {err}", pytrace=False)
+        pytest.skip(str(err))
+    yield pooler
+    pooler.stop()
+
+
+@pytest.fixture(scope="session")
+def replica_pair() -> Iterator[ReplicaPair]:
+    """A primary and a hot standby of it (throwaway clusters), for the tests about replicas."""
+    try:
+        pair = ReplicaPair.start()
+    except Exception as err:  # noqa: BLE001 - any failure: no replica pair on this machine
+        if pg_required():
+            pytest.fail(f"HERMES_STORE_REQUIRE_PG is set but no replica pair: {err}",
+                        pytrace=False)
+        pytest.skip(f"no replica pair: {err}")
+    yield pair
+    engine_mod.dispose_all()
+    pair.stop()
 
 
 def _server_store(request: pytest.FixtureRequest, *, at_head: bool) -> Iterator[str]:

@@ -278,6 +278,7 @@ def test_a_copy_killed_mid_stream_resumes_without_duplicates(
     assert len(ids) == len(set(ids)) == 4000 + 2 * 3 + 1
 
 
+@pytest.mark.direct_pg  # a missing database: the pooler, not the server, answers the login
 def test_passwords_never_appear_in_copy_output(
         head_db: Path, pg_server: PgServer, request: pytest.FixtureRequest) -> None:
     _fill(str(head_db), sessions=1, per_session=1)

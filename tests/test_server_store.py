@@ -50,6 +50,7 @@ def test_a_server_that_is_down_is_a_clear_error_naming_host_and_database() -> No
     assert "storedb" in doc["error"]["message"] and SECRET not in doc["error"]["message"]
 
 
+@pytest.mark.direct_pg
 def test_a_missing_database_on_a_live_server_is_not_found(pg_store: str) -> None:
     url = make_url(pg_store).set(database="hermes_no_such_db").render_as_string(False)
     with pytest.raises(StoreNotFoundError, match="hermes_no_such_db"):
@@ -90,6 +91,7 @@ def pings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return sent
 
 
+@pytest.mark.direct_pg
 def test_a_dropped_connection_is_replaced_by_the_pool(pg_store: str, pings: list[int],
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     # However recently used: the server's last words are waiting on the socket.

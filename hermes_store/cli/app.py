@@ -34,7 +34,12 @@ from hermes_store.errors import (
     StoreNotFoundError,
     UsageError,
 )
-from hermes_store.paths import StoreLocation, require_parent, resolve_location
+from hermes_store.paths import (
+    StoreLocation,
+    require_parent,
+    resolve_location,
+    resolve_read_location,
+)
 from hermes_store.version import __version__
 
 if TYPE_CHECKING:
@@ -59,6 +64,8 @@ class Ctx:
     quiet: bool
     records: str | None = None  # nl, csv or tsv: one record a row, for scripts
     headers: bool = True
+    # A replica that serves the reading commands (--read-db, $HERMES_STORE_READ_URL).
+    read_store: StoreLocation | None = None
 
     @property
     def db(self) -> Path | StoreLocation:
@@ -352,20 +359,23 @@ def open_read(obj: Ctx) -> Any:
     from hermes_store.db import migrate
     from hermes_store.db.engine import open_engine
 
-    st = migrate.status(obj.db)
+    target = obj.read_store or obj.db
+    st = migrate.status(target)
     if st.state in ("missing", "empty"):
-        obj.note(f"note: no store at {obj.db} yet (`hermes-store upgrade` creates one)")
+        obj.note(f"note: no store at {target} yet (`hermes-store upgrade` creates one)")
         return None
-    require_head(obj, st)
-    return open_engine(obj.db, readonly=True)
+    require_head(obj, st, target)
+    return open_engine(target, readonly=True)
 
 
-def require_head(obj: Ctx, st: SchemaStatus | None = None) -> None:
+def require_head(obj: Ctx, st: SchemaStatus | None = None,
+                 where: Path | StoreLocation | None = None) -> None:
     from hermes_store.db import migrate
 
-    st = st or migrate.status(obj.db)
+    where = where or obj.db
+    st = st or migrate.status(where)
     if not st.at_head:
-        raise SchemaMismatchError(f"{obj.db} is {st.describe()}: run `hermes-store upgrade`",
+        raise SchemaMismatchError(f"{where} is {st.describe()}: run `hermes-store upgrade`",
                                   state=st.state, current=st.current, head=st.head)
 
 
@@ -460,13 +470,16 @@ def filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                    "else ~/.hermes/state.db).")
 @click.option("--profile", default=None, metavar="NAME",
               help="Use $HERMES_HOME/profiles/NAME/state.db (not with --db).")
+@click.option("--read-db", default=None, metavar="URL",
+              help="A PostgreSQL replica of the store that serves the reading commands "
+                   "(default: $HERMES_STORE_READ_URL).")
 @click.option("--json", "as_json", is_flag=True, help="Exactly one JSON document on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="No notes or progress on stderr.")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_print_version, help="Print the version and the head schema revision.")
 @click.pass_context
-def main(ctx: click.Context, db: str | None, profile: str | None, as_json: bool,
-         quiet: bool) -> None:
+def main(ctx: click.Context, db: str | None, profile: str | None, read_db: str | None,
+         as_json: bool, quiet: bool) -> None:
     """Maintain the Hermes agent's session store.
 
     Exit codes: 0 ok, 1 failure or declined, 2 usage, 3 not found, 4 ambiguous id,
@@ -482,3 +495,4 @@ def main(ctx: click.Context, db: str | None, profile: str | None, as_json: bool,
     ctx.obj = Ctx(store=Path(), as_json=as_json, quiet=quiet)
     location = resolve_location(db, profile)  # an unusable URL is exit 2, with --json too
     ctx.obj.store = location.path or location
+    ctx.obj.read_store = resolve_read_location(read_db, location)

@@ -355,7 +355,7 @@ def _connect(engine: Engine) -> Connection:
 
 def _translate(engine: Engine, err: BaseException) -> BaseException:
     if is_server(engine):
-        return postgres.unwrap(err, engine_location(engine))
+        return postgres.translate(engine, err)
     return unwrap(err, engine_path(engine))
 
 

@@ -47,6 +47,7 @@ from hermes_store.db import catalog, postgres
 from hermes_store.db.engine import (
     READ_COMMITTED,
     fts5_available,
+    is_server,
     lock_for_migration,
     open_engine,
     reading,
@@ -237,6 +238,8 @@ def upgrade(target: Target = None, revision: str = "head", *,
     for the first sees its tables instead of creating them again.
     """
     engine = target if isinstance(target, Engine) else open_engine(resolve_location(target))
+    if is_server(engine):
+        postgres.refuse_on_standby(engine, "upgrade")
     with reading(engine) as conn:
         before = status_of(conn, location)
     refuse(before)

@@ -15,8 +15,11 @@ What SQLite gets from one file and one write lock, a server gets from transactio
 * readers get one ``REPEATABLE READ`` snapshot per transaction, as SQLite's WAL readers do, and
   engines opened read-only make every transaction ``READ ONLY``;
 * no session state outlives a transaction: isolation and read-only travel in each ``BEGIN``, so
-  the store works behind a transaction-mode pooler (pgbouncer; with pgbouncer older than 1.21 add
-  ``?prepare_threshold=none`` to the URL, because psycopg prepares statements it runs often);
+  the store works behind a transaction-mode pooler (pgbouncer);
+* each new connection learns what it reached (:func:`_probe_role`, one round trip): through a
+  pooler, psycopg's prepared statements are switched off (pgbouncer older than 1.21 hands a
+  client's statements to other clients' server connections); on a hot standby, writes are
+  refused as :class:`StoreReadOnlyError` (docs/scale-out.md#pooling, #read-replicas);
 * the pool pings a connection before lending it when it may be dead: it sat idle a second or
   more, or the server already hung up on it (a FATAL message or end-of-file waiting on its socket:
   a restart, a terminated backend). A restarted server costs one reconnect; a connection in
@@ -44,9 +47,11 @@ from hermes_store.db.dialect import NUL_ESCAPE, escape_nul, unescape_nul
 from hermes_store.errors import (
     BackendNotSupportedError,
     HermesStoreError,
+    PoolerError,
     StoreFullError,
     StoreIntegrityError,
     StoreNotFoundError,
+    StoreReadOnlyError,
     StoreUnavailableError,
 )
 from hermes_store.paths import StoreLocation
@@ -66,6 +71,8 @@ RETRYABLE = {"40001": "serialization failure", "40P01": "deadlock", "55P03": "lo
 MIGRATION_LOCK_KEY = 0x6865726D6573
 _CONNECTION_CLASS = "08"
 _DISK_FULL = "53100"
+_READ_ONLY = "25006"
+_NOT_SUPPORTED = "0A000"
 _NO_DATABASE = "3D000"
 _NO_DATABASE_RE = re.compile(r'database ".*" does not exist')
 _LOCK_TIMEOUT = text("SELECT set_config('lock_timeout', :ms, true)")
@@ -77,12 +84,7 @@ _INTEGRITY_WORDS = {"23503": "FOREIGN KEY", "23505": "UNIQUE", "23502": "NOT NUL
 
 
 def make_engine(location: StoreLocation, readonly: bool) -> Engine:
-    url = location.url
-    connect_args: dict[str, Any] = {}
-    if "prepare_threshold" in url.query:
-        raw = str(url.query["prepare_threshold"]).strip().lower()
-        connect_args["prepare_threshold"] = None if raw in ("", "none", "off") else int(raw)
-        url = url.difference_update_query(["prepare_threshold"])
+    url, connect_args, prepare_chosen = _prepare_threshold(location.url)
     if "connect_timeout" not in url.query:
         connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
     if "application_name" not in url.query:
@@ -101,6 +103,7 @@ def make_engine(location: StoreLocation, readonly: bool) -> Engine:
             "pip install 'hermes-store[postgres]'") from err
     engine.info = {"location": location, "readonly": readonly}  # type: ignore[attr-defined]
     event.listen(engine, "connect", _nul_safe_text)
+    event.listen(engine, "connect", functools.partial(_probe_role, engine.info, prepare_chosen))
     event.listen(engine, "checkin", _idle_from_now)
     event.listen(engine, "checkout", functools.partial(_lend, engine.dialect))
     return engine
@@ -204,12 +207,19 @@ def is_driver_error(err: BaseException) -> bool:
     return isinstance(err, exc.DBAPIError) or hasattr(err, "sqlstate")
 
 
-def unwrap(err: BaseException, location: StoreLocation) -> BaseException:
-    """What our callers are promised instead of a driver error (see ``engine.unwrap``)."""
+def unwrap(err: BaseException, location: StoreLocation,
+           role: dict[str, Any] | None = None) -> BaseException:
+    """What our callers are promised instead of a driver error (see ``engine.unwrap``);
+    ``role`` is the engine's ``info`` (what its connections reached)."""
     inner = _driver_error(err)
     if isinstance(inner, HermesStoreError):
         return inner
     state = getattr(inner, "sqlstate", None)
+    role = role or {}
+    if state in _POOLER_STATES:
+        return _pooler_refusal(location, inner, bool(role.get(_POOLED)))
+    if state == _READ_ONLY or (state == _NOT_SUPPORTED and "hot standby" in str(inner)):
+        return _read_only_refusal(location, inner, bool(role.get(_STANDBY)))
     lost = isinstance(err, exc.DBAPIError) and err.connection_invalidated
     if lost or (state or "").startswith(_CONNECTION_CLASS):
         return unreachable(location, err)
@@ -221,6 +231,11 @@ def unwrap(err: BaseException, location: StoreLocation) -> BaseException:
     if "cannot contain NUL" in str(inner):
         return ValueError(f"{_first_line(inner)}: this value cannot be stored on PostgreSQL")
     return inner
+
+
+def translate(engine: Engine, err: BaseException) -> BaseException:
+    """:func:`unwrap` for an error raised on ``engine``'s connections."""
+    return unwrap(err, location_of(engine), engine.info)  # type: ignore[attr-defined]
 
 
 def _integrity_message(state: str, err: BaseException) -> str:
@@ -280,3 +295,98 @@ def lock_for_migration(conn: Connection) -> None:
     """Serialise concurrent upgrades: held until the upgrade transaction ends (a transaction
     lock, so a pooler can hand the connection on afterwards)."""
     conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+
+
+# --------------------------------------------------------------------------- what we reached
+# Where a connection lands decides two things the URL does not say: whether prepared statements
+# are safe (not through a pooler that may hand the next statement to another server connection)
+# and whether writes can work (not on a hot standby). Each new connection asks once.
+
+_ROLE_PROBE = "SELECT pg_backend_pid(), pg_is_in_recovery()"
+_STANDBY = "standby"
+_POOLED = "pooled"
+# psycopg's default: a statement run this often on one connection is prepared.
+PREPARE_THRESHOLD = 5
+
+
+def _prepare_threshold(url: Any) -> tuple[Any, dict[str, Any], bool]:
+    """The URL without our ``prepare_threshold`` option, the connect arguments it sets, and
+    whether the user chose it (then no probe result overrides it)."""
+    if "prepare_threshold" not in url.query:
+        return url, {}, False
+    raw = str(url.query["prepare_threshold"]).strip().lower()
+    threshold = None if raw in ("", "none", "off") else int(raw)
+    return (url.difference_update_query(["prepare_threshold"]),
+            {"prepare_threshold": threshold}, True)
+
+
+def _probe_role(info: dict[str, Any], prepare_chosen: bool, dbapi_conn: Any,
+                _record: Any) -> None:
+    """Learn whether this connection goes through a pooler and reaches a standby.
+
+    A server announces its backend's pid when the connection starts (libpq keeps it for
+    cancel requests); a pooler answers the start itself and announces a key of its own, so the
+    pid the session reports differs. That holds for any pooler that multiplexes (pgbouncer,
+    pgcat, odyssey) whatever its host or port, and never for a direct connection."""
+    pid, in_recovery = dbapi_conn.execute(_ROLE_PROBE).fetchone()
+    dbapi_conn.rollback()
+    pooled = pid != dbapi_conn.info.backend_pid
+    info[_POOLED] = pooled
+    info[_STANDBY] = bool(in_recovery)
+    if pooled and not prepare_chosen:
+        dbapi_conn.prepare_threshold = None
+
+
+def through_pooler(engine: Engine) -> bool:
+    """Whether the engine's connections go through a connection pooler (known once one
+    connected)."""
+    _learn(engine)
+    return bool(engine.info.get(_POOLED))  # type: ignore[attr-defined]
+
+
+def is_standby(engine: Engine) -> bool:
+    """Whether the server is a hot standby (in recovery): it serves reads only."""
+    _learn(engine)
+    return bool(engine.info.get(_STANDBY))  # type: ignore[attr-defined]
+
+
+def _learn(engine: Engine) -> None:
+    if _STANDBY not in engine.info:  # type: ignore[attr-defined]
+        with connect(engine):
+            pass
+
+
+def refuse_on_standby(engine: Engine, what: str) -> None:
+    """Raise for a write-only operation (an upgrade) pointed at a standby."""
+    if is_standby(engine):
+        raise StoreReadOnlyError(
+            f"{what} must run on the primary: {location_of(engine).display} is a hot standby "
+            "(read-only; it replays the primary's changes, schema changes included)")
+
+
+def _read_only_refusal(location: StoreLocation, inner: BaseException,
+                       standby: bool) -> StoreReadOnlyError:
+    if standby:
+        return StoreReadOnlyError(
+            f"{location.display} is a hot standby, which serves reads only: write through the "
+            f"primary ({_first_line(inner)})")
+    return StoreReadOnlyError(f"{location.display} was opened read-only; nothing was written "
+                              f"({_first_line(inner)})")
+
+
+# SQLSTATEs a pooler that cannot follow prepared statements produces: a statement prepared on
+# one server connection is missing (26000) or already there (42P05) on the next, or its
+# parameters are another client's (08P01, "bind message supplies N parameters").
+_POOLER_STATES = {"26000": "prepared statement missing", "42P05": "prepared statement exists",
+                  "08P01": "protocol violation"}
+
+
+def _pooler_refusal(location: StoreLocation, inner: BaseException, pooled: bool) -> PoolerError:
+    where = ("the connection goes through a pooler" if pooled
+             else "a pooler may sit between us and the server")
+    return PoolerError(
+        f"{location.display}: the server lost track of this connection's prepared statements "
+        f"({_POOLER_STATES[getattr(inner, 'sqlstate', '')]}: {_first_line(inner)}); {where}. "
+        "pgbouncer before 1.21 in transaction mode cannot carry prepared statements: remove "
+        "prepare_threshold from the URL (hermes-store turns them off behind a pooler it "
+        "detects) or add ?prepare_threshold=none")

@@ -15,7 +15,7 @@ from typing import Any
 from hermes_store.db import engine as engine_mod
 from hermes_store.facade import arguments as args
 from hermes_store.facade import opening
-from hermes_store.facade.units import SessionDB, read
+from hermes_store.facade.units import SessionDB, read_replica
 from hermes_store.repo import listing, session_list
 
 
@@ -64,7 +64,7 @@ def list_sessions_rich(db: SessionDB, source: str | None = None,
     filters = _filters(source, exclude_sources, cwd_prefix, min_message_count,
                        include_archived, archived_only, visible_only=not include_children)
     ids, titles = _needle("id_query", id_query), _needle("search_query", search_query)
-    return read(db, lambda c: session_list.list_sessions(
+    return read_replica(db, lambda c: session_list.list_sessions(
         c, filters, now=time.time(), limit=limit, offset=offset,
         project_compression_tips=bool(project_compression_tips),
         order_by_last_active=bool(order_by_last_active), id_query=ids, search_query=titles,
@@ -78,13 +78,13 @@ def session_count(db: SessionDB, source: str | None = None, cwd_prefix: str | No
     """Sessions passing the list's filters; archived ones only when asked (v11 counted all)."""
     filters = _filters(source, exclude_sources, cwd_prefix, min_message_count,
                        include_archived, archived_only, visible_only=bool(exclude_children))
-    return read(db, lambda c: session_list.count_sessions(c, filters))
+    return read_replica(db, lambda c: session_list.count_sessions(c, filters))
 
 
 def search_sessions(db: SessionDB, source: str | None = None, limit: int = 20,
                     offset: int = 0) -> list[dict[str, Any]]:
     args.page(limit, offset)
-    return read(db, lambda c: listing.search_sessions(c, source=source, limit=limit,
+    return read_replica(db, lambda c: listing.search_sessions(c, source=source, limit=limit,
                                                       offset=offset))
 
 
@@ -103,7 +103,7 @@ def search_messages(db: SessionDB, query: str, source_filter: Sequence[str] | No
         search_messages as search,  # imported on use: keeps start-up lean
     )
 
-    return read(db, lambda c: search(
+    return read_replica(db, lambda c: search(
         c, query, source_filter=source_filter, exclude_sources=exclude_sources,
         role_filter=role_filter, limit=limit, offset=offset, sort=sort,
         include_inactive=bool(include_inactive)))

@@ -18,11 +18,11 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from hermes_store.db import engine as engine_mod
-from hermes_store.db import migrate
+from hermes_store.db import migrate, replica
 from hermes_store.errors import SchemaMismatchError
 from hermes_store.ops import adoption
 from hermes_store.ops.schema_repair import repair_state_db_schema
-from hermes_store.paths import StoreLocation
+from hermes_store.paths import StoreLocation, resolve_read_location
 
 log = logging.getLogger("hermes_store.facade")
 
@@ -126,3 +126,13 @@ def open_store(location: StoreLocation, *, read_only: bool) -> Engine:
             "(a read-only open never migrates)", state=st.state, current=st.current,
             head=st.head)
     return engine_mod.open_engine(location, readonly=True)
+
+
+def read_route(engine: Engine, location: StoreLocation,
+               read: str | StoreLocation | None) -> replica.ReadRoute | None:
+    """Where searches and listings of the store at ``location`` go: its read location (the
+    argument, else ``$HERMES_STORE_READ_URL``), opened read-only at head; None without one."""
+    found = resolve_read_location(read, location)
+    if found is None:
+        return None
+    return replica.ReadRoute(engine, open_store(found, read_only=True))

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine
 
 from hermes_store.db import engine as engine_mod
+from hermes_store.db import replica
 from hermes_store.errors import BackendNotSupportedError
 from hermes_store.facade import (
     arguments,
@@ -65,19 +66,24 @@ class SessionDB:
     _CHECKPOINT_EVERY_N_WRITES = engine_mod.CHECKPOINT_EVERY_N_WRITES
 
     def __init__(self, db_path: str | os.PathLike[str] | StoreLocation | None = None,
-                 read_only: bool = False, *, readonly: bool | None = None) -> None:
+                 read_only: bool = False, *, readonly: bool | None = None,
+                 read_url: str | StoreLocation | None = None) -> None:
         """Open (creating, upgrading or adopting) the store: docs/v21.md#open-time-behaviour.
 
         ``db_path``: a file path or a URL (``postgresql://…``); ``db_path`` the attribute is
         the file (None on a server) and ``location`` the store either way. ``read_only`` (the
         v21 keyword; ``readonly`` is the older spelling) opens the store read-only: no schema
-        work, no write lock, and a store behind head is refused.
+        work, no write lock, and a store behind head is refused. ``read_url`` (else
+        ``$HERMES_STORE_READ_URL``): a PostgreSQL replica that serves searches and listings,
+        with read-your-writes for this process (docs/scale-out.md#read-replicas).
         """
         self._closed = True
         self._raw: Any = None
+        self._route: replica.ReadRoute | None = None
         self._write_count = itertools.count(1)
         try:
             self._open(db_path, bool(read_only or readonly))
+            self._route = opening.read_route(self._engine, self.location, read_url)
         except Exception as exc:
             opening.record_init_error(exc)
             raise
@@ -144,11 +150,16 @@ class SessionDB:
         isolation = engine_mod.READ_COMMITTED if append else None
         result = engine_mod.run_write(self.engine, fn, budget=budget, what=what,
                                       isolation=isolation)
+        replica.note_write(self._engine)
         upkeep.after_write(self, next(self._write_count))
         return result
 
-    def _read(self, fn: Callable[[Connection], T]) -> T:
-        with engine_mod.reading(self.engine) as conn:
+    def _read(self, fn: Callable[[Connection], T], *, replica_ok: bool = False) -> T:
+        """One read transaction; ``replica_ok`` reads (searches, listings) go to the read
+        location when there is one."""
+        route = self._route if replica_ok else None
+        with (engine_mod.reading(self.engine) if route is None
+              else route.reading()) as conn:
             return fn(conn)
 
     def _execute_write(self, fn: Callable[[sqlite3.Connection], T]) -> T:

@@ -25,7 +25,7 @@ T = TypeVar("T")
 class SessionDB(Protocol):
     """What a unit needs of the facade (a protocol, so that units never import the class)."""
 
-    def _read(self, fn: Callable[[Connection], T]) -> T: ...
+    def _read(self, fn: Callable[[Connection], T], *, replica_ok: bool = ...) -> T: ...
 
     def _write(self, fn: Callable[[Connection], T], *, append: bool = ...,
                what: str = ...) -> T: ...
@@ -38,6 +38,11 @@ def absent(value: object) -> bool:
 
 def read(db: SessionDB, fn: Callable[[Connection], T]) -> T:
     return db._read(fn)
+
+
+def read_replica(db: SessionDB, fn: Callable[[Connection], T]) -> T:
+    """A search or a listing: served by the store's read location when it has one."""
+    return db._read(fn, replica_ok=True)
 
 
 def write(db: SessionDB, fn: Callable[[Connection], T], *, what: str) -> T:

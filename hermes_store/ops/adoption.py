@@ -34,8 +34,9 @@ from pathlib import Path
 
 from sqlalchemy import Connection, Engine
 
-from hermes_store.db import derived, migrate
+from hermes_store.db import derived, migrate, postgres
 from hermes_store.db import engine as engine_mod
+from hermes_store.errors import SchemaMismatchError
 from hermes_store.ops import storage
 from hermes_store.paths import hermes_home
 from hermes_store.repo import backfills
@@ -161,6 +162,18 @@ def _without_fts5(conn: Connection, state: str) -> list[str]:
     return done
 
 
+def standby_ready(engine: Engine, st: migrate.SchemaStatus) -> list[str]:
+    """A hot standby is opened as it is (it cannot be written): it must be at head already,
+    which it is once it has replayed the primary's upgrade."""
+    if st.state != "up-to-date":
+        location = engine_mod.engine_location(engine)
+        raise SchemaMismatchError(
+            f"{location.display} is a hot standby of a store that is {st.describe()}: run "
+            "`hermes-store upgrade` on the primary; the standby follows once it has replayed "
+            "it", state=st.state, current=st.current, head=st.head)
+    return []
+
+
 def prepare(engine: Engine) -> list[str]:
     """Bring the store behind ``engine`` to what the facade needs; returns what was done.
 
@@ -171,6 +184,8 @@ def prepare(engine: Engine) -> list[str]:
         server = _on_server(conn)
     migrate.refuse(before)
     done: list[str] = []
+    if server and postgres.is_standby(engine):
+        return standby_ready(engine, before)
     if server:
         if before.state != "up-to-date":
             migrate.upgrade(engine)
