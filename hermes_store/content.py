@@ -33,6 +33,14 @@ MARKER_BLOB_SQL = f"X'{MARKER_BYTES.hex().upper()}'"
 SANE_MIN_TS = 946684800.0  # 2000-01-01T00:00:00Z
 SANE_FUTURE_S = 86400.0
 
+# Both backends store integers as 64-bit signed; a larger Python int would fail inside the write
+# (OverflowError on SQLite, NumericValueOutOfRange on PostgreSQL) instead of as bad input.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# A key (a session id, a platform message id) is indexed: PostgreSQL refuses an index row above
+# about 2.7 kB, and two keys share one row in idx_messages_platform_msg_id. One limit on both
+# backends, so a store moves between them with its ids.
+MAX_KEY_BYTES = 1024
+
 # Parts whose text the search indexes hold (db/derived.py's view reads the same three in SQL).
 _TEXT_PART_TYPES = frozenset(("text", "input_text", "output_text"))
 
@@ -56,6 +64,31 @@ def check_text(what: str, value: str | None) -> None:
                          "it cannot be stored as text") from None
 
 
+def check_integer(what: str, value: int | None) -> None:
+    """An int both backends can store (64-bit signed), else ``ValueError``."""
+    if value is not None and not INT64_MIN <= value <= INT64_MAX:
+        raise ValueError(f"{what} is out of range: {value} does not fit a 64-bit integer")
+
+
+def check_key(what: str, value: str | None) -> None:
+    """Text that names something (an id, a key) and is indexed: storable and at most
+    :data:`MAX_KEY_BYTES` bytes of UTF-8, else ``ValueError``."""
+    check_text(what, value)
+    if value is not None and len(value) * 4 > MAX_KEY_BYTES \
+            and len(value.encode("utf-8")) > MAX_KEY_BYTES:
+        raise ValueError(f"{what} is too long ({len(value.encode('utf-8'))} bytes of UTF-8; "
+                         f"at most {MAX_KEY_BYTES})")
+
+
+def _loads(text: str) -> Any:
+    """``json.loads``; JSON nested deeper than Python can parse is ``ValueError`` like any
+    other unreadable JSON (not the ``RecursionError`` the parser raises)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
 def dump_json(value: Any, *, what: str | None = None) -> str:
     """JSON text with non-ASCII kept as is.
 
@@ -66,6 +99,8 @@ def dump_json(value: Any, *, what: str | None = None) -> str:
     """
     try:
         text = json.dumps(value, ensure_ascii=False)
+    except RecursionError:
+        raise ValueError(f"{what or 'value'} is nested too deeply to store as JSON") from None
     except (TypeError, ValueError) as err:
         raise TypeError(f"value is not JSON-serialisable: {err}") from None
     try:
@@ -88,7 +123,7 @@ def decode_json(stored: str | None, *, broken: Any) -> Any:
     if stored is None:
         return None
     try:
-        return json.loads(stored)
+        return _loads(stored)
     except ValueError:
         return broken
 
@@ -119,7 +154,7 @@ def decode_content(stored: str | None) -> Any:
     if stored is None or not stored.startswith(MULTIMODAL_PREFIX):
         return stored
     try:
-        return json.loads(stored[len(MULTIMODAL_PREFIX):])
+        return _loads(stored[len(MULTIMODAL_PREFIX):])
     except ValueError:
         log.warning("undecodable multimodal content; returning the stored text")
         return stored
@@ -147,7 +182,7 @@ def text_of(stored: object, *, display: bool = False, image_text: str = "[image]
         return stored
     payload = stored[len(MULTIMODAL_PREFIX):]
     try:
-        parts = json.loads(payload)
+        parts = _loads(payload)
     except ValueError:
         return payload if display else ""
     if not isinstance(parts, list):
@@ -190,6 +225,8 @@ def _calls_value(tool_calls: object) -> Any:
         return tool_calls
     try:
         value = json.loads(tool_calls)
+    except RecursionError:
+        raise ValueError("tool_calls is nested too deeply to store as JSON") from None
     except ValueError:
         return tool_calls  # stored as a JSON string literal: kept, never dropped
     return None if value is None or value == [] else value
@@ -232,7 +269,7 @@ def calls_of(stored: Any) -> list[dict[str, Any]]:
     if stored in (None, "", b""):
         return []
     try:
-        calls = json.loads(stored) if isinstance(stored, str) else stored
+        calls = _loads(stored) if isinstance(stored, str) else stored
     except ValueError:
         return [{"id": None, "name": "unknown", "arguments": stored}]
     if isinstance(calls, dict):

@@ -66,6 +66,10 @@ RETRYABLE = {"40001": "serialization failure", "40P01": "deadlock", "55P03": "lo
 MIGRATION_LOCK_KEY = 0x6865726D6573
 _CONNECTION_CLASS = "08"
 _DISK_FULL = "53100"
+# Values the server refuses that the library's own checks (content.check_key, check_integer)
+# keep out of ordinary calls: an index row too large, a sum past bigint. Bad input, not a fault.
+_VALUE_LIMITS = {"54000": "a value is too large for the server to index",
+                 "22003": "a number is out of range for a 64-bit integer"}
 _NO_DATABASE = "3D000"
 _NO_DATABASE_RE = re.compile(r'database ".*" does not exist')
 _LOCK_TIMEOUT = text("SELECT set_config('lock_timeout', :ms, true)")
@@ -218,6 +222,8 @@ def unwrap(err: BaseException, location: StoreLocation) -> BaseException:
     if state == _DISK_FULL:
         return StoreFullError(f"the database server's disk is full; the write was rolled back "
                               f"({_first_line(inner)})")
+    if state in _VALUE_LIMITS:
+        return ValueError(f"{_VALUE_LIMITS[state]} ({_first_line(inner)}); nothing was written")
     if "cannot contain NUL" in str(inner):
         return ValueError(f"{_first_line(inner)}: this value cannot be stored on PostgreSQL")
     return inner
