@@ -126,8 +126,26 @@ def _ensure_file(path: Path) -> None:
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
     except FileExistsError:
-        return
+        if not (path.is_symlink() and not path.exists()):
+            return
+        # A link to a file yet to exist (a dotfiles layout): O_EXCL refuses the link itself,
+        # and SQLite would then create its target with the umask's mode. Create it here.
+        try:
+            fd = os.open(os.path.realpath(path), os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
+        except FileExistsError:
+            return
     os.close(fd)
+
+
+def store_file_mode(engine: Engine) -> int:
+    """The permission bits files made from a store's data get (exports): the store file's own
+    on SQLite, never with execute bits; :data:`FILE_MODE` for a server or a file that is gone."""
+    if is_server(engine):
+        return FILE_MODE
+    try:
+        return os.stat(engine_path(engine)).st_mode & 0o666
+    except OSError:
+        return FILE_MODE
 
 
 def _on_disk_mode_is_wal(conn: sqlite3.Connection) -> bool:
