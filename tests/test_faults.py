@@ -20,7 +20,7 @@ from sqlalchemy import Engine, event
 from hermes_store import SessionDB
 from hermes_store.db import engine as eng
 from hermes_store.db import migrate
-from hermes_store.errors import StoreFullError
+from hermes_store.errors import StoreFullError, StoreReplacedError
 
 SPAWN = mp.get_context("spawn")
 
@@ -83,6 +83,38 @@ def store(head_db: Path) -> Iterator[Path]:
     rw.append(engine, "s1", "before the crash")
     eng.dispose_all()  # the children own the file now
     yield head_db
+
+
+# --------------------------------------------------------------------------- deleted sidecars
+
+
+@pytest.mark.parametrize("sidecar", ["-wal", "-shm"])
+def test_a_sidecar_deleted_under_a_running_writer_refuses_its_next_write(
+        head_db: Path, sidecar: str) -> None:
+    with SessionDB(head_db) as db:
+        db.create_session("live", "cli")
+        acknowledged = [db.append_message("live", "user", f"saved {i}") for i in range(3)]
+        Path(f"{head_db}{sidecar}").unlink()  # rm under a live process
+        for _ in range(2):  # every later write, not just the first
+            with pytest.raises(StoreReplacedError, match=sidecar) as info:
+                db.append_message("live", "assistant", "would be lost with the process")
+        assert isinstance(info.value, sqlite3.OperationalError)  # what v11 callers catch
+        with pytest.raises(StoreReplacedError):
+            db.create_session("next", "cli")
+    assert len(acknowledged) == 3
+
+
+def test_a_process_that_opens_the_store_after_a_sidecar_was_deleted_writes_normally(
+        head_db: Path) -> None:
+    with SessionDB(head_db) as db:
+        db.create_session("live", "cli")
+    eng.dispose_all()  # the last connection closed: SQLite itself removes the sidecars
+    assert not Path(f"{head_db}-wal").exists()
+    with SessionDB(head_db) as db:
+        db.append_message("live", "user", "into a fresh WAL")
+        for i in range(60):  # past the checkpoint cadence: the WAL is reset, never replaced
+            db.append_message("live", "assistant", f"reply {i}")
+        assert db.message_count("live") == 61
 
 
 # --------------------------------------------------------------------------- killed writers

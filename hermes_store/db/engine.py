@@ -46,9 +46,9 @@ from sqlalchemy import Connection, Engine, create_engine, event, exc
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
 
-from hermes_store.db import postgres, writer_queue
+from hermes_store.db import identity, postgres, writer_queue
 from hermes_store.db.sqlite_driver import (  # noqa: F401 - re-exported from their old home
-    _decode_text,
+    decode_text,
     is_full_error,
     is_lock_error,
     is_malformed_db_error,
@@ -58,7 +58,6 @@ from hermes_store.errors import (
     BackendNotSupportedError,
     StoreBusyError,
     StoreNotFoundError,
-    StoreReplacedError,
 )
 from hermes_store.paths import StoreLocation, require_parent, resolve_location
 
@@ -252,7 +251,7 @@ def _connect_factory(path: str, readonly: bool) -> Callable[[], sqlite3.Connecti
         # Legacy rows and other programs hold text that is not valid UTF-8 (SQLite's JSON
         # functions turn a lone-surrogate escape such as "\ud83d" into such bytes): one bad cell
         # must degrade to replacement characters, not make a search, an export or an append raise.
-        dbapi.text_factory = _decode_text
+        dbapi.text_factory = decode_text
         try:
             dbapi.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
             dbapi.execute("PRAGMA foreign_keys=ON")
@@ -281,7 +280,7 @@ def _install_transaction_control(engine: Engine) -> None:
 def _make_engine(path: str, readonly: bool, location: StoreLocation) -> Engine:
     # A small pool: reusing connections keeps the WAL open between writes (closing the last
     # connection checkpoints and deletes it, which is slow and races other processes' sidecars).
-    identity = _identity(path)
+    file_id = identity.of(path)
     engine = create_engine(
         f"sqlite+pysqlite:///{path}",
         creator=_connect_factory(path, readonly),
@@ -291,33 +290,10 @@ def _make_engine(path: str, readonly: bool, location: StoreLocation) -> Engine:
     )
     _install_transaction_control(engine)
     engine.info = {"path": path, "readonly": readonly,  # type: ignore[attr-defined]
-                   "identity": identity, "location": location}
+                   "identity": file_id, "location": location}
+    if not readonly:
+        event.listen(engine, "connect", functools.partial(identity.note_sidecars, path))
     return engine
-
-
-def _identity(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_dev, st.st_ino)
-
-
-def _check_same_file(engine: Engine) -> None:
-    """Refuse to write when the path no longer names the file our connections have open.
-
-    In WAL mode SQLite keeps committing into a deleted or replaced file without a word (only
-    rollback journals report SQLITE_READONLY_DBMOVED), so every later write would be lost while
-    the caller is told it succeeded.
-    """
-    expected = engine.info.get("identity")  # type: ignore[attr-defined]
-    if expected is None:
-        return
-    path = engine_path(engine)
-    if _identity(path) != expected:
-        raise StoreReplacedError(
-            f"{path} was deleted or replaced while this process had it open; nothing was "
-            "written. Restart the process so that it opens the current file.")
 
 
 def open_engine(target: str | os.PathLike[str] | StoreLocation, *,
@@ -502,7 +478,7 @@ def run_write(engine: Engine, fn: Callable[[Connection], T], *, budget: float = 
                 if server:
                     postgres.begin_write(conn, level, BUSY_TIMEOUT_S)
                 else:
-                    _check_same_file(engine)
+                    identity.check_same_files(engine_path(engine), engine.info, conn)
                 return fn(conn)
 
     result = _retrying(engine, attempt, budget=budget, what=what)
@@ -531,7 +507,7 @@ def vacuum(engine: Engine, *, budget: float = WRITE_BUDGET_S) -> None:
 
     def attempt() -> None:
         with engine.connect() as conn:
-            _check_same_file(engine)
+            identity.check_same_files(engine_path(engine), engine.info, conn)
             conn.connection.driver_connection.execute("VACUUM")  # type: ignore[union-attr]
 
     _retrying(engine, attempt, budget=budget, what="vacuum")

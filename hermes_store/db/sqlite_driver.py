@@ -114,7 +114,9 @@ class UndecodableText(str):
     raw: bytes
 
 
-def _decode_text(raw: bytes) -> str:
+def decode_text(raw: bytes) -> str:
+    """The text factory of every connection that reads a store: UTF-8, or
+    :class:`UndecodableText` keeping the bytes."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
