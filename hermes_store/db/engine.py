@@ -66,6 +66,9 @@ log = logging.getLogger(__name__)
 BUSY_TIMEOUT_S = 1.0
 WRITE_BUDGET_S = 20.0
 APPEND_BUDGET_S = 60.0
+# How long a read transaction may wait for a lock on a database server (a file's readers never
+# wait); the budgets are module attributes so that a caller (or a test) can shorten them.
+READ_BUDGET_S = 20.0
 MIN_ATTEMPTS = 15
 RETRY_MIN_S, RETRY_MAX_S = 0.020, 0.150
 SLOW_RETRY_MIN_S, SLOW_RETRY_MAX_S = 0.25, 1.0
@@ -467,6 +470,7 @@ def run_write(engine: Engine, fn: Callable[[Connection], T], *, budget: float = 
     """
     server = is_server(engine)
     level = isolation or postgres.WRITE_ISOLATION
+    deadline = time.monotonic() + budget
 
     def attempt() -> T:
         with _connect(engine) as conn:
@@ -476,7 +480,8 @@ def run_write(engine: Engine, fn: Callable[[Connection], T], *, budget: float = 
                 conn = conn.execution_options(hermes_begin="IMMEDIATE")
             with conn.begin():
                 if server:
-                    postgres.begin_write(conn, level, BUSY_TIMEOUT_S)
+                    postgres.begin_write(conn, level, BUSY_TIMEOUT_S,
+                                         max(0.001, deadline - time.monotonic()))
                 else:
                     identity.check_same_files(engine_path(engine), engine.info, conn)
                 return fn(conn)
@@ -561,6 +566,8 @@ def reading(engine: Engine) -> Iterator[Connection]:
         # setting it per read, and back when the connection returned, was a third of what a
         # read transaction cost the client beyond the driver's own work.
         with _connect(engine) as conn, conn.begin():
+            if server:  # lock waits only: exports and copies run long statements by design
+                postgres.bound_unit(conn, lock_wait_s=READ_BUDGET_S, budget_s=None)
             yield conn
     except exc.DBAPIError as err:
         raise _translate(engine, err) from err
