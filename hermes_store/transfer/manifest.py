@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hermes_store.errors import OutputError, StoreNotFoundError
+from hermes_store.errors import StoreNotFoundError
 from hermes_store.transfer.output import open_output
 
 MANIFEST = "manifest.jsonl"
