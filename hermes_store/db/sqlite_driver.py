@@ -8,7 +8,9 @@ the text factory that keeps undecodable stored text readable and lossless.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import sqlite3
 
 from sqlalchemy import exc
@@ -52,6 +54,22 @@ def is_full_error(err: BaseException) -> bool:
     )
 
 
+# Below this much free space an I/O error is taken for a full disk: SQLite reports a ``-shm``
+# it cannot create or grow (32 KiB at a time) as SQLITE_IOERR_SHMSIZE, not SQLITE_FULL, so a
+# process opening a store on a full disk fails every read with a bare "disk I/O error".
+_FULL_BELOW_BYTES = 1024 * 1024
+
+
+def _io_error_on_a_full_disk(inner: BaseException, path: str | None) -> bool:
+    code = getattr(inner, "sqlite_errorcode", None)
+    if code is None or (code & 0xFF) != sqlite3.SQLITE_IOERR or not path:
+        return False
+    try:
+        return shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free < _FULL_BELOW_BYTES
+    except OSError:
+        return False
+
+
 _MALFORMED = ("malformed database schema", "database disk image is malformed")
 
 
@@ -85,7 +103,13 @@ def unwrap(err: BaseException, path: str | None = None) -> BaseException:
             f"{inner}: the search index {missing.group(1)} is missing (the messages themselves "
             "are intact); run `hermes-store repair` to restore it")
     if is_full_error(inner):
-        return StoreFullError(f"the database or disk is full; the write was rolled back ({inner})")
+        return StoreFullError(f"disk full: the database or disk is full; the write was rolled "
+                              f"back; free some space and retry ({inner})")
+    if _io_error_on_a_full_disk(inner, path):
+        return StoreFullError(
+            f"disk full: the filesystem holding {path} has no room left, so SQLite cannot "
+            f"create or grow the store's files ({inner}); free some space and retry (the store "
+            "itself is not damaged and nothing was written)")
     text = str(inner).lower()
     if isinstance(inner, sqlite3.DatabaseError) and (
         "file is not a database" in text or "malformed" in text
