@@ -391,9 +391,8 @@ def test_a_store_opened_on_a_full_disk_says_disk_full_and_works_once_space_is_fr
         small_disk: Path) -> None:
     path = _store_on(small_disk)
     filler = _fill(small_disk)
-    with pytest.raises(StoreFullError, match="disk full") as info:
-        with SessionDB(path) as db:
-            db.get_messages("s0")
+    with pytest.raises(StoreFullError, match="disk full") as info, SessionDB(path) as db:
+        db.get_messages("s0")
     assert isinstance(info.value, sqlite3.OperationalError)
     filler.unlink()
     eng.dispose_all()
