@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 MULTIMODAL_PREFIX = "\x00json:"
 MARKER_BYTES = MULTIMODAL_PREFIX.encode()
+#: The flag of the one text part a str starting with the marker is stored as (encode_content).
+MARKED_STR_KEY = "hermes_marked_str"
 #: The marker as an SQLite blob literal. It starts with NUL, where SQLite's text functions stop,
 #: so SQL compares it with the first ``len(MARKER_BYTES)`` bytes of ``CAST(content AS BLOB)``.
 MARKER_BLOB_SQL = f"X'{MARKER_BYTES.hex().upper()}'"
@@ -134,30 +136,51 @@ def decode_json(stored: str | None, *, broken: Any) -> Any:
 def encode_content(content: object) -> str | None:
     """Text as is; multimodal parts (list/dict) as the marker plus JSON.
 
-    A str that itself starts with the marker is stored as marker + JSON string, so it reads
-    back unchanged instead of being mistaken for multimodal parts.
+    A str that itself starts with the marker is stored as the marker plus one text part holding
+    the rest of the str and the flag :data:`MARKED_STR_KEY`: it reads back unchanged instead of
+    being mistaken for multimodal parts, and its words are searchable, since every search index
+    takes its text from text parts (a JSON string holding the marker's NUL was read as empty text
+    by both backends' JSON functions). A dict carrying that flag itself is refused, so that no
+    stored value has two readings.
     """
     if content is None:
         return None
     if isinstance(content, str):
         check_text("content", content)
-        return MULTIMODAL_PREFIX + dump_json(content) if content.startswith(MULTIMODAL_PREFIX) \
-            else content
+        if not content.startswith(MULTIMODAL_PREFIX):
+            return content
+        part = {"type": "text", "text": content[len(MULTIMODAL_PREFIX):], MARKED_STR_KEY: True}
+        return MULTIMODAL_PREFIX + dump_json(part, what="content")
     if isinstance(content, (list, dict)):
+        if isinstance(content, dict) and MARKED_STR_KEY in content:
+            raise ValueError(f"content dict may not carry the key {MARKED_STR_KEY!r} (it marks "
+                             "stored text that starts with the multimodal marker)")
         # The search view extracts text parts with SQL json functions: no escaped surrogates.
         return MULTIMODAL_PREFIX + dump_json(content, what="content")
     raise TypeError(f"content must be str, list, dict or None, not {type(content).__name__}")
 
 
+def _marked_str(value: Any) -> str | None:
+    """The str :func:`encode_content` wrapped as a flagged text part, else None."""
+    if isinstance(value, dict) and value.get(MARKED_STR_KEY) is True \
+            and isinstance(value.get("text"), str):
+        return MULTIMODAL_PREFIX + value["text"]
+    return None
+
+
 def decode_content(stored: str | None) -> Any:
-    """What :func:`encode_content` was given; a broken payload comes back as the stored text."""
+    """What :func:`encode_content` was given; a broken payload comes back as the stored text.
+    A marker-prefixed str stored by older versions (the marker plus a JSON string) reads back
+    the same way."""
     if stored is None or not stored.startswith(MULTIMODAL_PREFIX):
         return stored
     try:
-        return _loads(stored[len(MULTIMODAL_PREFIX):])
+        value = _loads(stored[len(MULTIMODAL_PREFIX):])
     except ValueError:
         log.warning("undecodable multimodal content; returning the stored text")
         return stored
+    marked = _marked_str(value)
+    return value if marked is None else marked
 
 
 def text_of(stored: object, *, display: bool = False, image_text: str = "[image]") -> str:
@@ -185,6 +208,8 @@ def text_of(stored: object, *, display: bool = False, image_text: str = "[image]
         parts = _loads(payload)
     except ValueError:
         return payload if display else ""
+    if display and (marked := _marked_str(parts)) is not None:
+        return marked
     if not isinstance(parts, list):
         parts = [parts]
     if display:
