@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 MULTIMODAL_PREFIX = "\x00json:"
 MARKER_BYTES = MULTIMODAL_PREFIX.encode()
+#: The flag of the one text part a str starting with the marker is stored as (encode_content).
+MARKED_STR_KEY = "hermes_marked_str"
 #: The marker as an SQLite blob literal. It starts with NUL, where SQLite's text functions stop,
 #: so SQL compares it with the first ``len(MARKER_BYTES)`` bytes of ``CAST(content AS BLOB)``.
 MARKER_BLOB_SQL = f"X'{MARKER_BYTES.hex().upper()}'"
@@ -32,6 +34,14 @@ MARKER_BLOB_SQL = f"X'{MARKER_BYTES.hex().upper()}'"
 # Times outside this window are garbage (one 5e+246 made a session look recent forever).
 SANE_MIN_TS = 946684800.0  # 2000-01-01T00:00:00Z
 SANE_FUTURE_S = 86400.0
+
+# Both backends store integers as 64-bit signed; a larger Python int would fail inside the write
+# (OverflowError on SQLite, NumericValueOutOfRange on PostgreSQL) instead of as bad input.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# A key (a session id, a platform message id) is indexed: PostgreSQL refuses an index row above
+# about 2.7 kB, and two keys share one row in idx_messages_platform_msg_id. One limit on both
+# backends, so a store moves between them with its ids.
+MAX_KEY_BYTES = 1024
 
 # Parts whose text the search indexes hold (db/derived.py's view reads the same three in SQL).
 _TEXT_PART_TYPES = frozenset(("text", "input_text", "output_text"))
@@ -56,6 +66,31 @@ def check_text(what: str, value: str | None) -> None:
                          "it cannot be stored as text") from None
 
 
+def check_integer(what: str, value: int | None) -> None:
+    """An int both backends can store (64-bit signed), else ``ValueError``."""
+    if value is not None and not INT64_MIN <= value <= INT64_MAX:
+        raise ValueError(f"{what} is out of range: {value} does not fit a 64-bit integer")
+
+
+def check_key(what: str, value: str | None) -> None:
+    """Text that names something (an id, a key) and is indexed: storable and at most
+    :data:`MAX_KEY_BYTES` bytes of UTF-8, else ``ValueError``."""
+    check_text(what, value)
+    if value is not None and len(value) * 4 > MAX_KEY_BYTES \
+            and len(value.encode("utf-8")) > MAX_KEY_BYTES:
+        raise ValueError(f"{what} is too long ({len(value.encode('utf-8'))} bytes of UTF-8; "
+                         f"at most {MAX_KEY_BYTES})")
+
+
+def _loads(text: str) -> Any:
+    """``json.loads``; JSON nested deeper than Python can parse is ``ValueError`` like any
+    other unreadable JSON (not the ``RecursionError`` the parser raises)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
 def dump_json(value: Any, *, what: str | None = None) -> str:
     """JSON text with non-ASCII kept as is.
 
@@ -66,6 +101,8 @@ def dump_json(value: Any, *, what: str | None = None) -> str:
     """
     try:
         text = json.dumps(value, ensure_ascii=False)
+    except RecursionError:
+        raise ValueError(f"{what or 'value'} is nested too deeply to store as JSON") from None
     except (TypeError, ValueError) as err:
         raise TypeError(f"value is not JSON-serialisable: {err}") from None
     try:
@@ -88,7 +125,7 @@ def decode_json(stored: str | None, *, broken: Any) -> Any:
     if stored is None:
         return None
     try:
-        return json.loads(stored)
+        return _loads(stored)
     except ValueError:
         return broken
 
@@ -99,30 +136,51 @@ def decode_json(stored: str | None, *, broken: Any) -> Any:
 def encode_content(content: object) -> str | None:
     """Text as is; multimodal parts (list/dict) as the marker plus JSON.
 
-    A str that itself starts with the marker is stored as marker + JSON string, so it reads
-    back unchanged instead of being mistaken for multimodal parts.
+    A str that itself starts with the marker is stored as the marker plus one text part holding
+    the rest of the str and the flag :data:`MARKED_STR_KEY`: it reads back unchanged instead of
+    being mistaken for multimodal parts, and its words are searchable, since every search index
+    takes its text from text parts (a JSON string holding the marker's NUL was read as empty text
+    by both backends' JSON functions). A dict carrying that flag itself is refused, so that no
+    stored value has two readings.
     """
     if content is None:
         return None
     if isinstance(content, str):
         check_text("content", content)
-        return MULTIMODAL_PREFIX + dump_json(content) if content.startswith(MULTIMODAL_PREFIX) \
-            else content
+        if not content.startswith(MULTIMODAL_PREFIX):
+            return content
+        part = {"type": "text", "text": content[len(MULTIMODAL_PREFIX):], MARKED_STR_KEY: True}
+        return MULTIMODAL_PREFIX + dump_json(part, what="content")
     if isinstance(content, (list, dict)):
+        if isinstance(content, dict) and MARKED_STR_KEY in content:
+            raise ValueError(f"content dict may not carry the key {MARKED_STR_KEY!r} (it marks "
+                             "stored text that starts with the multimodal marker)")
         # The search view extracts text parts with SQL json functions: no escaped surrogates.
         return MULTIMODAL_PREFIX + dump_json(content, what="content")
     raise TypeError(f"content must be str, list, dict or None, not {type(content).__name__}")
 
 
+def _marked_str(value: Any) -> str | None:
+    """The str :func:`encode_content` wrapped as a flagged text part, else None."""
+    if isinstance(value, dict) and value.get(MARKED_STR_KEY) is True \
+            and isinstance(value.get("text"), str):
+        return MULTIMODAL_PREFIX + value["text"]
+    return None
+
+
 def decode_content(stored: str | None) -> Any:
-    """What :func:`encode_content` was given; a broken payload comes back as the stored text."""
+    """What :func:`encode_content` was given; a broken payload comes back as the stored text.
+    A marker-prefixed str stored by older versions (the marker plus a JSON string) reads back
+    the same way."""
     if stored is None or not stored.startswith(MULTIMODAL_PREFIX):
         return stored
     try:
-        return json.loads(stored[len(MULTIMODAL_PREFIX):])
+        value = _loads(stored[len(MULTIMODAL_PREFIX):])
     except ValueError:
         log.warning("undecodable multimodal content; returning the stored text")
         return stored
+    marked = _marked_str(value)
+    return value if marked is None else marked
 
 
 def text_of(stored: object, *, display: bool = False, image_text: str = "[image]") -> str:
@@ -147,9 +205,11 @@ def text_of(stored: object, *, display: bool = False, image_text: str = "[image]
         return stored
     payload = stored[len(MULTIMODAL_PREFIX):]
     try:
-        parts = json.loads(payload)
+        parts = _loads(payload)
     except ValueError:
         return payload if display else ""
+    if display and (marked := _marked_str(parts)) is not None:
+        return marked
     if not isinstance(parts, list):
         parts = [parts]
     if display:
@@ -190,6 +250,8 @@ def _calls_value(tool_calls: object) -> Any:
         return tool_calls
     try:
         value = json.loads(tool_calls)
+    except RecursionError:
+        raise ValueError("tool_calls is nested too deeply to store as JSON") from None
     except ValueError:
         return tool_calls  # stored as a JSON string literal: kept, never dropped
     return None if value is None or value == [] else value
@@ -232,7 +294,7 @@ def calls_of(stored: Any) -> list[dict[str, Any]]:
     if stored in (None, "", b""):
         return []
     try:
-        calls = json.loads(stored) if isinstance(stored, str) else stored
+        calls = _loads(stored) if isinstance(stored, str) else stored
     except ValueError:
         return [{"id": None, "name": "unknown", "arguments": stored}]
     if isinstance(calls, dict):

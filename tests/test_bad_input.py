@@ -246,3 +246,51 @@ def test_a_message_timestamp_is_finite_or_refused_whole(db: SessionDB, timestamp
     [row] = db.get_messages(sid)
     assert isinstance(row["timestamp"], float) and row["timestamp"] == row["timestamp"]
     assert abs(row["timestamp"]) != float("inf")
+
+
+def _nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+OUT_OF_RANGE_INPUT = {
+    "tool_calls nested 2,000 deep (JSON text)":
+        lambda db: db.append_message("s", "assistant", "x", tool_calls="[" * 2000 + "]" * 2000),
+    "content nested 3,000 deep":
+        lambda db: db.append_message("s", "user", _nested(3000)),
+    "a 1 MB session id":
+        lambda db: db.create_session("a" * 1_000_000, "cli"),
+    "a 1 MB session id on append":
+        lambda db: db.append_message("b" * 1_000_000, "user", "x"),
+    "a 1 MB platform message id":
+        lambda db: db.append_message("s", "user", "x", platform_message_id="p" * 1_000_000),
+    "a token count of 2**70":
+        lambda db: db.append_message("s", "user", "x", token_count=2**70),
+    "input tokens of 2**70":
+        lambda db: db.update_token_counts("s", input_tokens=2**70),
+    "an api call count of -2**70":
+        lambda db: db.update_token_counts("s", api_call_count=-(2**70)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OUT_OF_RANGE_INPUT))
+def test_input_past_what_a_backend_can_hold_is_a_value_error_and_writes_nothing(
+        store: str, case: str) -> None:
+    with SessionDB(store) as db:
+        db.create_session("s", "cli")
+        db.append_message("s", "user", "before")
+        before = (db.message_count(), db.session_count(), db.get_session("s"))
+        with pytest.raises(ValueError):
+            OUT_OF_RANGE_INPUT[case](db)
+        assert (db.message_count(), db.session_count(), db.get_session("s")) == before
+
+
+def test_a_session_id_of_the_longest_allowed_length_is_stored_on_both_backends(
+        store: str) -> None:
+    longest = "é" * 512  # 1,024 bytes of UTF-8
+    with SessionDB(store) as db:
+        db.create_session(longest, "cli")
+        db.append_message(longest, "user", "x", platform_message_id="p" * 1024)
+        assert db.message_count(longest) == 1

@@ -110,14 +110,17 @@ def test_export_force_writes_into_a_fifo_instead_of_replacing_it(seeded: str, tm
     assert json.loads(captured.read_text().splitlines()[0])["id"] == SID
 
 
-def test_export_force_over_a_link_to_a_file_keeps_the_link(seeded: str, tmp_path: Path) -> None:
+def test_export_force_over_a_link_to_a_file_refuses_and_leaves_both(seeded: str,
+                                                                   tmp_path: Path) -> None:
     real = tmp_path / "real.jsonl"
     real.write_text("old\n")
     link = tmp_path / "latest.jsonl"
     link.symlink_to(real)
-    assert run("--db", seeded, "export", str(link), "--force").exit_code == 0
+    result = run("--db", seeded, "export", str(link), "--force")
+    assert result.exit_code == 1
+    assert "symlink" in result.output and "Traceback" not in result.output
     assert link.is_symlink() and link.resolve() == real
-    assert json.loads(real.read_text().splitlines()[0])["id"] == SID
+    assert real.read_text() == "old\n"
 
 
 def test_export_without_force_refuses_an_existing_special_file(seeded: str,

@@ -272,3 +272,55 @@ def test_allow_partial_salvages_a_truncated_copy(head_db: Path, tmp_path: Path) 
     assert _count(out, "messages") >= baseline
     assert doc["skipped_ranges"]
     assert run("--db", str(out), "repair", "--check-only").exit_code == 0
+
+
+def _flip_bytes_in_overflow_pages(path: Path, marker: bytes) -> int:
+    """Overwrite bytes inside the overflow pages that hold ``marker`` (message text longer than
+    a page), as a bad disk would: the b-tree stays sound, the text stops being UTF-8."""
+    con = sqlite3.connect(path)
+    page_size = con.execute("PRAGMA page_size").fetchone()[0]
+    overflow = {r[0] for r in con.execute(
+        "SELECT pageno FROM dbstat WHERE name = 'messages' AND pagetype = 'overflow'")}
+    con.close()
+    data = bytearray(path.read_bytes())
+    flipped = 0
+    for page in sorted(overflow):
+        start = (page - 1) * page_size
+        at = data.find(marker, start, start + page_size)
+        if at >= 0:
+            data[at:at + 4] = b"\xff\xfe\xc3\x28"  # never valid UTF-8
+            flipped += 1
+    path.write_bytes(bytes(data))
+    return flipped
+
+
+def test_recover_keeps_rows_whose_text_was_damaged_as_the_bytes_they_are(
+        head_db: Path, tmp_path: Path) -> None:
+    from hermes_store import SessionDB
+    from hermes_store.db import engine as eng
+
+    with SessionDB(head_db) as db:
+        db.create_session("s1", "cli")
+        for i in range(40):
+            db.append_message("s1", "user", f"message {i} " + "filler text " * 800
+                              + f"OVERFLOWMARK{i:02d} tail")
+    eng.dispose_all()  # checkpointed: every page is in the main file
+    assert _flip_bytes_in_overflow_pages(head_db, b"OVERFLOWMARK") >= 10
+    damaged = {r[0]: r[1] for r in sqlite3.connect(head_db).execute(
+        "SELECT id, CAST(content AS BLOB) FROM messages")}
+    assert sum(b"\xff\xfe" in v for v in damaged.values()) >= 10
+    with SessionDB(head_db, readonly=True) as db:
+        assert len(db.get_messages("s1")) == 40  # the live store still reads every row
+
+    out = tmp_path / "new.db"
+    code, doc = run_json("recover", "--source", str(head_db), "--output", str(out),
+                         "--allow-partial")
+    assert code == 0, doc
+    report = json.loads(Path(f"{out}.recovery.json").read_text())
+    assert report["tables"]["messages"] == {"read": 40, "written": 40, "skipped": 0}
+    con = sqlite3.connect(out)
+    kept = {r[0]: (r[1], r[2]) for r in con.execute(
+        "SELECT id, CAST(content AS BLOB), typeof(content) FROM messages")}
+    con.close()
+    assert {i: v for i, (v, _) in kept.items()} == damaged  # byte for byte
+    assert {t for _, t in kept.values()} == {"text"}

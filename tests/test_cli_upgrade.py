@@ -146,3 +146,42 @@ def test_while_an_old_index_remains_only_optimize_storage_is_advised(head_db: Pa
     assert st["freelist_ratio"] >= 0.2
     assert [a["command"] for a in st["advice"] if a["command"] in UPKEEP] == [
         "hermes-store optimize-storage"]
+
+
+def _killed_upgrade_backup(path: Path, stamp: str) -> Path:
+    """What an upgrade killed during its backup leaves: a partial copy nobody holds."""
+    partial = path.parent / f"{path.name}.pre-upgrade-{stamp}.partial"
+    partial.write_bytes(b"SQLite format 3\x00" + b"\x00" * 4096)
+    return partial
+
+
+@pytest.mark.parametrize("flags", [(), ("--no-backup",)])
+def test_unfinished_backups_of_killed_upgrades_are_removed_by_the_next_upgrade(
+        legacy_db, flags: tuple[str, ...]) -> None:
+    path = legacy_db(10)
+    stale = [_killed_upgrade_backup(path, f"20261201T00000{i}Z") for i in range(3)]
+    other_store = path.parent / "other.db.pre-upgrade-20261201T000000Z.partial"
+    other_store.write_bytes(b"not ours")
+    result = run("--db", str(path), "upgrade", *flags)
+    assert result.exit_code == 0, result.output
+    assert not any(p.exists() for p in stale)
+    assert other_store.exists()
+    assert list(path.parent.glob(f"{path.name}.*.partial")) == []
+    assert migrate.status(path).at_head
+
+
+def test_a_backup_in_progress_is_not_taken_for_a_stale_one(legacy_db) -> None:
+    import fcntl
+    import os
+
+    path = legacy_db(11)
+    live = _killed_upgrade_backup(path, "20261201T000000Z")
+    fd = os.open(live, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as the backup writing it holds it
+        backup_store(path, label="pre-upgrade")
+        assert live.exists()
+    finally:
+        os.close(fd)
+    backup_store(path, label="pre-upgrade")
+    assert not live.exists()

@@ -90,7 +90,22 @@ def test_content_reads_back_as_it_was_given(value: object) -> None:
 def test_text_starting_with_the_marker_is_never_read_as_parts() -> None:
     stored = encode_content("\x00json:[1]")
     assert stored is not None and stored != "\x00json:[1]"
-    assert text_of(stored) == "\x00json:[1]"
+    assert text_of(stored, display=True) == "\x00json:[1]"
+
+
+def test_the_search_text_of_text_starting_with_the_marker_holds_its_words_and_no_nul() -> None:
+    stored = encode_content("\x00json:hello zebrafish")
+    assert text_of(stored) == "hello zebrafish"
+    assert decode_content(stored) == "\x00json:hello zebrafish"
+
+
+def test_what_older_versions_stored_for_text_starting_with_the_marker_still_reads_back() -> None:
+    assert decode_content('\x00json:"\\u0000json:hi"') == "\x00json:hi"
+
+
+def test_a_content_dict_carrying_the_marked_text_flag_is_refused() -> None:
+    with pytest.raises(ValueError, match="hermes_marked_str"):
+        encode_content({"type": "text", "text": "x", "hermes_marked_str": True})
 
 
 def test_content_of_another_type_is_refused() -> None:

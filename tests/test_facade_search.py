@@ -51,6 +51,15 @@ def test_cjk_text_appended_through_the_facade_is_searchable_at_once(db: SessionD
     assert [h["session_id"] for h in db.search_messages("昨晚")] == ["tg1"]
 
 
+def test_the_words_of_text_starting_with_the_multimodal_marker_are_searchable(
+        db: SessionDB) -> None:
+    tricky = "\x00json:the zebrafish 斑马鱼 migrates"
+    db.append_message("tg1", "user", tricky)
+    assert [m["content"] for m in db.get_messages("tg1")][-1] == tricky
+    for word in ("zebrafish", "migrates", "斑马鱼", "zebraf*"):
+        assert [h["session_id"] for h in db.search_messages(word)] == ["tg1"], word
+
+
 @pytest.mark.parametrize("query", [None, "", "   ", "NOT java", '"', "((", "AND OR NOT",
                                    "\x00\ud800", "*" * 5000, "NEAR(a b, 5)"])
 def test_no_query_text_makes_search_raise(db: SessionDB, query) -> None:

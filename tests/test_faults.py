@@ -3,10 +3,14 @@ completes, nothing is lost, doubled or half-written, and every integrity check p
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
+import os
 import shutil
 import signal
 import sqlite3
+import subprocess
+import sys
 import textwrap
 import time
 from collections import Counter
@@ -20,7 +24,7 @@ from sqlalchemy import Engine, event
 from hermes_store import SessionDB
 from hermes_store.db import engine as eng
 from hermes_store.db import migrate
-from hermes_store.errors import StoreFullError
+from hermes_store.errors import StoreFullError, StoreReplacedError
 
 SPAWN = mp.get_context("spawn")
 
@@ -83,6 +87,38 @@ def store(head_db: Path) -> Iterator[Path]:
     rw.append(engine, "s1", "before the crash")
     eng.dispose_all()  # the children own the file now
     yield head_db
+
+
+# --------------------------------------------------------------------------- deleted sidecars
+
+
+@pytest.mark.parametrize("sidecar", ["-wal", "-shm"])
+def test_a_sidecar_deleted_under_a_running_writer_refuses_its_next_write(
+        head_db: Path, sidecar: str) -> None:
+    with SessionDB(head_db) as db:
+        db.create_session("live", "cli")
+        acknowledged = [db.append_message("live", "user", f"saved {i}") for i in range(3)]
+        Path(f"{head_db}{sidecar}").unlink()  # rm under a live process
+        for _ in range(2):  # every later write, not just the first
+            with pytest.raises(StoreReplacedError, match=sidecar) as info:
+                db.append_message("live", "assistant", "would be lost with the process")
+        assert isinstance(info.value, sqlite3.OperationalError)  # what v11 callers catch
+        with pytest.raises(StoreReplacedError):
+            db.create_session("next", "cli")
+    assert len(acknowledged) == 3
+
+
+def test_a_process_that_opens_the_store_after_a_sidecar_was_deleted_writes_normally(
+        head_db: Path) -> None:
+    with SessionDB(head_db) as db:
+        db.create_session("live", "cli")
+    eng.dispose_all()  # the last connection closed: SQLite itself removes the sidecars
+    assert not Path(f"{head_db}-wal").exists()
+    with SessionDB(head_db) as db:
+        db.append_message("live", "user", "into a fresh WAL")
+        for i in range(60):  # past the checkpoint cadence: the WAL is reset, never replaced
+            db.append_message("live", "assistant", f"reply {i}")
+        assert db.message_count("live") == 61
 
 
 # --------------------------------------------------------------------------- killed writers
@@ -299,6 +335,107 @@ def test_a_full_disk_during_upgrade_leaves_the_legacy_store_as_it_was(legacy_db)
     assert migrate.status(path).legacy_version == 4
     assert _all_rows(path, "messages") == before
     assert migrate.upgrade(path).state == "up-to-date"
+
+
+# A real full disk: a small tmpfs mounted for the test (the machine's CI runs as root).
+SMALL_DISK = "12m"
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root (CI runs as root)")
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SMALL_DISK}", "tmpfs", str(mount)],
+                   check=True)
+    try:
+        yield mount
+    finally:
+        eng.dispose_all()
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(disk: Path, leave: int = 0) -> Path:
+    """Take all the free space of ``disk`` but about ``leave`` bytes."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        left = shutil.disk_usage(disk).free - leave
+        while left > 0:
+            left -= os.write(fd, b"\1" * min(65536, left))
+    except OSError:
+        pass  # ENOSPC: full
+    finally:
+        os.close(fd)
+    return filler
+
+
+def _store_on(disk: Path, sessions: int = 2) -> Path:
+    path = disk / "state.db"
+    with SessionDB(path) as db:
+        for s in range(sessions):
+            db.create_session(f"s{s}", "cli")
+            for i in range(60):
+                db.append_message(f"s{s}", "user", f"hello world {i} {s} " * 40)
+    eng.dispose_all()  # checkpointed, and no -shm: the next process must make one
+    return path
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hermes_store.cli", *args],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_a_store_opened_on_a_full_disk_says_disk_full_and_works_once_space_is_freed(
+        small_disk: Path) -> None:
+    path = _store_on(small_disk)
+    filler = _fill(small_disk)
+    with pytest.raises(StoreFullError, match="disk full") as info, SessionDB(path) as db:
+        db.get_messages("s0")
+    assert isinstance(info.value, sqlite3.OperationalError)
+    filler.unlink()
+    eng.dispose_all()
+    with SessionDB(path) as db:
+        assert len(db.get_messages("s0")) == 60
+
+
+def test_the_cli_on_a_full_disk_says_so_in_text_and_json_and_doctor_sees_no_damage(
+        small_disk: Path) -> None:
+    path = _store_on(small_disk)
+    _fill(small_disk)
+    listed = _cli("--db", str(path), "list")
+    assert listed.returncode == 1 and "disk full" in listed.stderr
+    assert "Traceback" not in listed.stderr
+    as_json = _cli("--db", str(path), "--json", "list")
+    assert as_json.returncode == 1
+    assert json.loads(as_json.stdout)["error"]["code"] == "disk_full"
+    doctor = _cli("--db", str(path), "doctor")
+    assert doctor.returncode == 1 and "disk full" in doctor.stderr
+    assert "DAMAGE" not in doctor.stdout + doctor.stderr
+    assert "recover" not in doctor.stdout + doctor.stderr
+
+
+def test_compact_with_no_room_at_all_says_disk_full_without_a_traceback(
+        small_disk: Path) -> None:
+    path = _store_on(small_disk)
+    _fill(small_disk)
+    result = _cli("--db", str(path), "compact", "--force")
+    assert result.returncode == 1 and "disk full" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_compact_that_runs_out_of_room_midway_says_what_it_kept(small_disk: Path) -> None:
+    path = _store_on(small_disk, sessions=6)
+    # Room for the preflight (the store's size; VACUUM's temp copy goes to another disk) but
+    # not for the FTS merge plus VACUUM's copy through the WAL.
+    _fill(small_disk, leave=path.stat().st_size + 40_000)
+    result = _cli("--db", str(path), "compact", "--force")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "compact stopped at VACUUM, which was rolled back" in result.stderr
+    assert "kept: fts optimize" in result.stderr
+    assert _integrity(path) == "ok"
+    assert sum(_contents(path).values()) == 360
 
 
 # ------------------------------------------------------------------------- killed optimize_storage

@@ -77,6 +77,72 @@ def test_backups_and_recovered_copies_are_0600_whatever_the_umask(head_db: Path,
     assert {str(p): _mode(p) for p in made} == {str(p): 0o600 for p in made}
 
 
+def test_a_store_created_through_a_dangling_symlink_is_0600(tmp_path: Path,
+                                                            open_umask: None) -> None:
+    real = tmp_path / "dotfiles" / "state.db"
+    real.parent.mkdir()
+    link = tmp_path / "state.db"
+    link.symlink_to(real)
+    with SessionDB(link) as db:
+        db.create_session("s1", "cli")
+    assert link.is_symlink() and real.is_file()
+    assert _mode(real) == 0o600
+
+
+def _exported(store: str, fmt: str, target: Path, *, force: bool = False) -> None:
+    from hermes_store.db import engine as eng
+    from hermes_store.transfer.export import export_sessions
+    from hermes_store.transfer.output import ExportOptions
+
+    export_sessions(eng.open_engine(store, readonly=True), target, None,
+                    ExportOptions(format=fmt, force=force))
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "html", "md"])
+def test_exports_are_as_private_as_the_store_whatever_the_umask(
+        store: str, backend: str, tmp_path: Path, open_umask: None, fmt: str) -> None:
+    with SessionDB(store) as db:
+        db.create_session("s1", "cli")
+        db.set_session_title("s1", "secret plans")
+        db.append_message("s1", "user", "the token is in this transcript")
+    out = tmp_path / "out"
+    out.mkdir()
+    _exported(store, fmt, out if fmt == "md" else out / f"export.{fmt}")
+    written = list(out.iterdir())
+    assert written
+    expected = 0o600 if backend == "postgresql" else _mode(Path(store))
+    assert expected == 0o600
+    assert {p.name: _mode(p) for p in written} == {p.name: expected for p in written}
+
+
+@pytest.mark.sqlite_only
+def test_an_export_of_a_group_readable_store_is_group_readable(store: str,
+                                                               tmp_path: Path) -> None:
+    with SessionDB(store) as db:
+        db.create_session("s1", "cli")
+    os.chmod(store, 0o640)
+    _exported(store, "jsonl", tmp_path / "e.jsonl")
+    assert _mode(tmp_path / "e.jsonl") == 0o640
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_an_export_never_writes_through_a_symlink_to_a_file(store: str, tmp_path: Path,
+                                                           force: bool) -> None:
+    from hermes_store.errors import OutputError
+
+    with SessionDB(store) as db:
+        db.create_session("s1", "cli")
+    outside = tmp_path / "elsewhere" / "precious.txt"
+    outside.parent.mkdir()
+    outside.write_text("keep me\n")
+    link = tmp_path / "exports" / "latest.jsonl"
+    link.parent.mkdir()
+    link.symlink_to(outside)
+    with pytest.raises(OutputError, match="symlink"):
+        _exported(store, "jsonl", link, force=force)
+    assert outside.read_text() == "keep me\n" and link.is_symlink()
+
+
 # --------------------------------------------------------------------------- SQL assembly
 
 SQL_CALLS = frozenset({"execute", "exec_driver_sql", "executescript", "executemany", "text"})

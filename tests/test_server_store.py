@@ -3,9 +3,12 @@ under concurrent writers, no session state between transactions, SQLite-only ope
 
 from __future__ import annotations
 
+import contextlib
+import json
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -228,6 +231,90 @@ def test_writes_are_serializable_and_appends_read_committed(pg_store: str) -> No
     engine_mod.run_write(engine, level("write"))
     engine_mod.run_write(engine, level("append"), isolation=engine_mod.READ_COMMITTED)
     assert seen == {"write": "serializable", "append": "read committed"}
+
+
+# --------------------------------------------------------------------------- bounded waits
+
+
+@pytest.fixture
+def short_budgets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The documented budgets (60 s appends, 20 s writes and reads) shortened: what is tested
+    is that they bound the wait, not their length."""
+    monkeypatch.setattr(engine_mod, "APPEND_BUDGET_S", 1.5)
+    monkeypatch.setattr(engine_mod, "WRITE_BUDGET_S", 1.5)
+    monkeypatch.setattr(engine_mod, "READ_BUDGET_S", 1.0)
+
+
+@contextlib.contextmanager
+def _messages_locked(url: str) -> Iterator[None]:
+    """Another session holds ``LOCK TABLE messages`` for the duration."""
+    holder = _other_connection(url)
+    holder.autocommit = False
+    holder.execute("LOCK TABLE messages IN ACCESS EXCLUSIVE MODE")
+    try:
+        yield
+    finally:
+        holder.rollback()
+        holder.close()
+
+
+LOCKED_OUT = {
+    "append_message": lambda db: db.append_message("s1", "user", "waits"),
+    "delete_session": lambda db: db.delete_session("s1"),
+    "get_messages": lambda db: db.get_messages("s1"),
+    "search_messages": lambda db: db.search_messages("hello"),
+    "message_count": lambda db: db.message_count(),
+    "clear_messages": lambda db: db.clear_messages("s1"),
+}
+
+
+@pytest.mark.parametrize("call", sorted(LOCKED_OUT))
+def test_a_table_locked_by_another_session_makes_calls_store_busy_not_hang(
+        pg_store: str, short_budgets: None, call: str) -> None:
+    with SessionDB(pg_store) as db:
+        db.create_session("s1", "cli")
+        db.append_message("s1", "user", "hello locked world")
+        with _messages_locked(pg_store), pytest.raises(StoreBusyError, match="locked") as info:
+            LOCKED_OUT[call](db)
+        assert isinstance(info.value, sqlite3.OperationalError)  # what v11 callers catch
+        assert db.message_count("s1") == 1  # nothing written, and usable again at once
+
+
+def test_opening_a_store_whose_tables_another_session_locked_is_store_busy(
+        pg_store: str, short_budgets: None) -> None:
+    with _messages_locked(pg_store), pytest.raises(StoreBusyError):
+        SessionDB(pg_store)
+
+
+def _with_statement_timeout(url: str, ms: int) -> str:
+    return url + ("&" if "?" in url else "?") + f"options=-c%20statement_timeout%3D{ms}"
+
+
+def test_a_statement_timeout_in_the_url_is_store_busy_not_a_driver_error(
+        pg_store: str) -> None:
+    with pytest.raises(StoreBusyError, match="statement_timeout"):
+        SessionDB(_with_statement_timeout(pg_store, 1))
+
+
+def test_the_cli_reports_a_statement_timeout_as_busy_in_json_without_a_traceback(
+        pg_store: str) -> None:
+    code, doc = run_json("--db", _with_statement_timeout(pg_store, 1), "stats")
+    assert code == 5, doc
+    assert doc["error"]["code"] == "busy"
+    assert "cannot reach" not in json.dumps(doc)
+
+
+def test_a_generous_statement_timeout_in_the_url_is_kept_and_work_goes_on(
+        pg_store: str) -> None:
+    url = _with_statement_timeout(pg_store, 600_000)
+    with SessionDB(url) as db:
+        db.create_session("s1", "cli")
+        db.append_message("s1", "user", "hello")
+        assert db.search_messages("hello")
+    engine = engine_mod.open_engine(url)
+    with engine.connect() as conn:
+        assert conn.execute(text("SHOW statement_timeout")).scalar() == "10min"
+        conn.rollback()
 
 
 # --------------------------------------------------------------------------- SQLite-only parts

@@ -20,6 +20,7 @@ from hermes_store.cli.app import (
     require_head,
 )
 from hermes_store.cli.render import commands_marked, iso, out_console, size, visible, when
+from hermes_store.errors import StoreFullError
 
 if TYPE_CHECKING:
     from hermes_store.ops import stats
@@ -159,6 +160,8 @@ def doctor(obj: Ctx, full: bool) -> None:
         with reading(engine) as conn:
             report = stats.diagnose(conn, obj.db, full=full, holders=holders,
                                     sqlite_version=sqlite3.sqlite_version_info)
+    except StoreFullError:
+        raise  # a full disk is no damage: the error says to free space, not to recover
     except sqlite3.DatabaseError as err:
         report = stats.DoctorReport(
             str(obj.db), {"state": "unreadable"},

@@ -36,7 +36,7 @@ def upgrade(obj: Ctx, revision: str, dry_run: bool, no_backup: bool, force: bool
     from hermes_store.db import migrate
     from hermes_store.db.engine import checkpoint, open_engine, reading
     from hermes_store.ops import stats
-    from hermes_store.ops.backup import backup_store, require_free_space
+    from hermes_store.ops.backup import backup_store, remove_stale_partials, require_free_space
     from hermes_store.ops.holders import ensure_not_held
 
     before = migrate.status(obj.db)
@@ -60,6 +60,12 @@ def upgrade(obj: Ctx, revision: str, dry_run: bool, no_backup: bool, force: bool
     backup_file = None
     # A server has no file to hold, copy or checkpoint: its backups are pg_dump's.
     on_file = isinstance(obj.db, Path)
+    if on_file and obj.db.parent.is_dir():
+        # Backups of upgrades killed midway: each is a store-sized file nobody will finish.
+        stale = remove_stale_partials(obj.db, obj.db.parent)
+        if stale:
+            obj.note(f"removed {len(stale)} unfinished backup(s) left by an interrupted run: "
+                     + ", ".join(p.name for p in stale))
     if pending and before.state not in ("missing", "empty") and on_file:
         ensure_not_held(obj.db, force=force, what="upgrade")
         if no_backup:

@@ -46,9 +46,9 @@ from sqlalchemy import Connection, Engine, create_engine, event, exc
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
 
-from hermes_store.db import postgres, writer_queue
+from hermes_store.db import identity, postgres, writer_queue
 from hermes_store.db.sqlite_driver import (  # noqa: F401 - re-exported from their old home
-    _decode_text,
+    decode_text,
     is_full_error,
     is_lock_error,
     is_malformed_db_error,
@@ -59,7 +59,6 @@ from hermes_store.errors import (
     BackendNotSupportedError,
     StoreBusyError,
     StoreNotFoundError,
-    StoreReplacedError,
 )
 from hermes_store.paths import StoreLocation, require_parent, resolve_location
 
@@ -68,6 +67,9 @@ log = logging.getLogger(__name__)
 BUSY_TIMEOUT_S = 1.0
 WRITE_BUDGET_S = 20.0
 APPEND_BUDGET_S = 60.0
+# How long a read transaction may wait for a lock on a database server (a file's readers never
+# wait); the budgets are module attributes so that a caller (or a test) can shorten them.
+READ_BUDGET_S = 20.0
 MIN_ATTEMPTS = 15
 RETRY_MIN_S, RETRY_MAX_S = 0.020, 0.150
 SLOW_RETRY_MIN_S, SLOW_RETRY_MAX_S = 0.25, 1.0
@@ -126,8 +128,26 @@ def _ensure_file(path: Path) -> None:
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
     except FileExistsError:
-        return
+        if not (path.is_symlink() and not path.exists()):
+            return
+        # A link to a file yet to exist (a dotfiles layout): O_EXCL refuses the link itself,
+        # and SQLite would then create its target with the umask's mode. Create it here.
+        try:
+            fd = os.open(os.path.realpath(path), os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
+        except FileExistsError:
+            return
     os.close(fd)
+
+
+def store_file_mode(engine: Engine) -> int:
+    """The permission bits files made from a store's data get (exports): the store file's own
+    on SQLite, never with execute bits; :data:`FILE_MODE` for a server or a file that is gone."""
+    if is_server(engine):
+        return FILE_MODE
+    try:
+        return os.stat(engine_path(engine)).st_mode & 0o666
+    except OSError:
+        return FILE_MODE
 
 
 def _on_disk_mode_is_wal(conn: sqlite3.Connection) -> bool:
@@ -235,7 +255,7 @@ def _connect_factory(path: str, readonly: bool) -> Callable[[], sqlite3.Connecti
         # Legacy rows and other programs hold text that is not valid UTF-8 (SQLite's JSON
         # functions turn a lone-surrogate escape such as "\ud83d" into such bytes): one bad cell
         # must degrade to replacement characters, not make a search, an export or an append raise.
-        dbapi.text_factory = _decode_text
+        dbapi.text_factory = decode_text
         try:
             dbapi.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
             dbapi.execute("PRAGMA foreign_keys=ON")
@@ -263,9 +283,9 @@ def _install_transaction_control(engine: Engine) -> None:
 
 
 def _make_engine(path: str, readonly: bool, location: StoreLocation) -> Engine:
-    # A small pool keeps the WAL open between writes (closing the last connection checkpoints and
-    # deletes it, which is slow and races other processes' sidecars).
-    identity = _identity(path)
+    # A small pool: reusing connections keeps the WAL open between writes (closing the last
+    # connection checkpoints and deletes it, which is slow and races other processes' sidecars).
+    file_id = identity.of(path)
     engine = create_engine(
         f"sqlite+pysqlite:///{path}",
         creator=_connect_factory(path, readonly),
@@ -275,33 +295,10 @@ def _make_engine(path: str, readonly: bool, location: StoreLocation) -> Engine:
     )
     _install_transaction_control(engine)
     engine.info = {"path": path, "readonly": readonly,  # type: ignore[attr-defined]
-                   "identity": identity, "location": location}
+                   "identity": file_id, "location": location}
+    if not readonly:
+        event.listen(engine, "connect", functools.partial(identity.note_sidecars, path))
     return engine
-
-
-def _identity(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_dev, st.st_ino)
-
-
-def _check_same_file(engine: Engine) -> None:
-    """Refuse to write when the path no longer names the file our connections have open.
-
-    In WAL mode SQLite keeps committing into a deleted or replaced file without a word (only
-    rollback journals report SQLITE_READONLY_DBMOVED), so every later write would be lost while
-    the caller is told it succeeded.
-    """
-    expected = engine.info.get("identity")  # type: ignore[attr-defined]
-    if expected is None:
-        return
-    path = engine_path(engine)
-    if _identity(path) != expected:
-        raise StoreReplacedError(
-            f"{path} was deleted or replaced while this process had it open; nothing was "
-            "written. Restart the process so that it opens the current file.")
 
 
 def open_engine(target: str | os.PathLike[str] | StoreLocation, *,
@@ -475,6 +472,7 @@ def run_write(engine: Engine, fn: Callable[[Connection], T], *, budget: float = 
     """
     server = is_server(engine)
     level = isolation or postgres.WRITE_ISOLATION
+    deadline = time.monotonic() + budget
 
     def attempt() -> T:
         with _connect(engine) as conn:
@@ -484,9 +482,10 @@ def run_write(engine: Engine, fn: Callable[[Connection], T], *, budget: float = 
                 conn = conn.execution_options(hermes_begin="IMMEDIATE")
             with conn.begin():
                 if server:
-                    postgres.begin_write(conn, level, BUSY_TIMEOUT_S)
+                    postgres.begin_write(conn, level, BUSY_TIMEOUT_S,
+                                         max(0.001, deadline - time.monotonic()))
                 else:
-                    _check_same_file(engine)
+                    identity.check_same_files(engine_path(engine), engine.info, conn)
                 return fn(conn)
 
     result = _retrying(engine, attempt, budget=budget, what=what)
@@ -515,7 +514,7 @@ def vacuum(engine: Engine, *, budget: float = WRITE_BUDGET_S) -> None:
 
     def attempt() -> None:
         with engine.connect() as conn:
-            _check_same_file(engine)
+            identity.check_same_files(engine_path(engine), engine.info, conn)
             conn.connection.driver_connection.execute("VACUUM")  # type: ignore[union-attr]
 
     _retrying(engine, attempt, budget=budget, what="vacuum")
@@ -569,6 +568,8 @@ def reading(engine: Engine) -> Iterator[Connection]:
         # setting it per read, and back when the connection returned, was a third of what a
         # read transaction cost the client beyond the driver's own work.
         with _connect(engine) as conn, conn.begin():
+            if server:  # lock waits only: exports and copies run long statements by design
+                postgres.bound_unit(conn, lock_wait_s=READ_BUDGET_S, budget_s=None)
             yield conn
     except exc.DBAPIError as err:
         raise _translate(engine, err) from err

@@ -10,10 +10,14 @@ What SQLite gets from one file and one write lock, a server gets from transactio
   and retry it within the same time budgets as SQLite lock errors (``db.engine`` owns the loop);
   a serializable unit waits for a lock at most as long as SQLite's busy timeout (``SET LOCAL
   lock_timeout``), so a transaction that holds rows for minutes makes it give up within its
-  budget instead of hanging (an append skips that round trip: the only locks it meets are
-  other write units', which are short);
+  budget instead of hanging; an append's lock waits and statements are bounded by what is left
+  of its budget (``lock_timeout`` and ``statement_timeout``, one round trip), since a table
+  another session holds (``LOCK TABLE``) would otherwise stall the agent's turn for as long;
 * readers get one ``REPEATABLE READ`` snapshot per transaction, as SQLite's WAL readers do, and
-  engines opened read-only make every transaction ``READ ONLY``;
+  engines opened read-only make every transaction ``READ ONLY``; a reader waits for a lock at
+  most ``db.engine.READ_BUDGET_S`` (its statements are not bounded: exports and copies read long);
+* a statement canceled by a timeout (ours or the URL's) or a lock not granted in time is
+  :class:`StoreBusyError`, at connect time too (not "cannot reach": the server answered);
 * no session state outlives a transaction: isolation and read-only travel in each ``BEGIN``, so
   the store works behind a transaction-mode pooler (pgbouncer);
 * each new connection learns what it reached (:func:`_probe_role`, one round trip): through a
@@ -48,6 +52,7 @@ from hermes_store.errors import (
     BackendNotSupportedError,
     HermesStoreError,
     PoolerError,
+    StoreBusyError,
     StoreFullError,
     StoreIntegrityError,
     StoreNotFoundError,
@@ -73,9 +78,24 @@ _CONNECTION_CLASS = "08"
 _DISK_FULL = "53100"
 _READ_ONLY = "25006"
 _NOT_SUPPORTED = "0A000"
+# Values the server refuses that the library's own checks (content.check_key, check_integer)
+# keep out of ordinary calls: an index row too large, a sum past bigint. Bad input, not a fault.
+_VALUE_LIMITS = {"54000": "a value is too large for the server to index",
+                 "22003": "a number is out of range for a 64-bit integer"}
 _NO_DATABASE = "3D000"
 _NO_DATABASE_RE = re.compile(r'database ".*" does not exist')
-_LOCK_TIMEOUT = text("SELECT set_config('lock_timeout', :ms, true)")
+# Both bounds of one unit in one round trip, transaction-local (``set_config(…, true)`` is SET
+# LOCAL with bound values). A shorter ``statement_timeout`` the session already has (from the
+# URL's ``options``) is kept: the caller asked for it.
+_BOUNDS = text(
+    "SELECT set_config('lock_timeout', :lock_ms, true), set_config('statement_timeout', "
+    "CASE WHEN s.ms > 0 AND s.ms < CAST(:statement_n AS bigint) THEN CAST(s.ms AS text) "
+    "ELSE CAST(:statement_ms AS text) END, true) "
+    "FROM (SELECT CAST(extract(epoch FROM CAST(current_setting('statement_timeout') AS interval))"
+    " * 1000 AS bigint) AS ms) AS s")
+_LOCK_BOUND = text("SELECT set_config('lock_timeout', :lock_ms, true)")
+_QUERY_CANCELED = "57014"
+_LOCK_NOT_AVAILABLE = "55P03"
 _INTEGRITY_WORDS = {"23503": "FOREIGN KEY", "23505": "UNIQUE", "23502": "NOT NULL",
                     "23514": "CHECK"}
 
@@ -172,6 +192,10 @@ def connect(engine: Engine) -> Connection:
 def unreachable(location: StoreLocation, err: BaseException) -> HermesStoreError:
     inner = err.orig if isinstance(err, exc.DBAPIError) and err.orig is not None else err
     reason = _first_line(inner)
+    if getattr(inner, "sqlstate", None) in (_QUERY_CANCELED, _LOCK_NOT_AVAILABLE):
+        # The server answered: a first statement ran past a timeout (a tiny statement_timeout
+        # in the URL's options), which is no reason to say it cannot be reached.
+        return _out_of_time(location, inner)
     # libpq reports a failed login without a SQLSTATE: a missing database is known by its words.
     if getattr(inner, "sqlstate", None) == _NO_DATABASE or _NO_DATABASE_RE.search(reason):
         return StoreNotFoundError(
@@ -228,6 +252,10 @@ def unwrap(err: BaseException, location: StoreLocation,
     if state == _DISK_FULL:
         return StoreFullError(f"the database server's disk is full; the write was rolled back "
                               f"({_first_line(inner)})")
+    if state in (_QUERY_CANCELED, _LOCK_NOT_AVAILABLE):
+        return _out_of_time(location, inner)
+    if state in _VALUE_LIMITS:
+        return ValueError(f"{_VALUE_LIMITS[state]} ({_first_line(inner)}); nothing was written")
     if "cannot contain NUL" in str(inner):
         return ValueError(f"{_first_line(inner)}: this value cannot be stored on PostgreSQL")
     return inner
@@ -236,6 +264,15 @@ def unwrap(err: BaseException, location: StoreLocation,
 def translate(engine: Engine, err: BaseException) -> BaseException:
     """:func:`unwrap` for an error raised on ``engine``'s connections."""
     return unwrap(err, location_of(engine), engine.info)  # type: ignore[attr-defined]
+def _out_of_time(location: StoreLocation, err: BaseException) -> StoreBusyError:
+    """A statement past its budget (ours, or a ``statement_timeout`` the URL sets) or a lock not
+    granted in time: the transaction was rolled back, nothing was written."""
+    if getattr(err, "sqlstate", None) == _LOCK_NOT_AVAILABLE:
+        what = "waiting for a lock another session holds"
+    else:
+        what = "a statement ran past its time budget or the server's statement_timeout"
+    return StoreBusyError(f"database is locked: {what} on {location.display}; nothing was "
+                          f"written ({_first_line(err)})")
 
 
 def _integrity_message(state: str, err: BaseException) -> str:
@@ -248,10 +285,31 @@ def _integrity_message(state: str, err: BaseException) -> str:
     return f"{head} ({detail})"
 
 
-def begin_write(conn: Connection, isolation: str, lock_wait_s: float) -> None:
-    """First statement of a write transaction: bound its lock waits (transaction-local)."""
-    if isolation != READ_COMMITTED:  # set_config(…, true) is SET LOCAL with a bound value
-        conn.execute(_LOCK_TIMEOUT, {"ms": str(max(1, int(lock_wait_s * 1000)))})
+def bound_unit(conn: Connection, *, lock_wait_s: float, budget_s: float | None) -> None:
+    """First statement of a transaction: no lock wait past ``lock_wait_s`` and no statement
+    past ``budget_s`` (what is left of the unit's time budget; None: no bound of ours), so a
+    table held by another session (``LOCK TABLE``, a long migration) ends in
+    :class:`StoreBusyError`, not a hang."""
+    if budget_s is None:
+        conn.execute(_LOCK_BOUND, {"lock_ms": _ms(lock_wait_s)})
+        return
+    conn.execute(_BOUNDS, {"lock_ms": _ms(min(lock_wait_s, budget_s)),
+                           "statement_ms": _ms(budget_s), "statement_n": _ms(budget_s)})
+
+
+def _ms(seconds: float) -> str:
+    return str(max(1, int(seconds * 1000)))
+
+
+def begin_write(conn: Connection, isolation: str, lock_wait_s: float, budget_s: float) -> None:
+    """First statement of a write transaction. A serializable unit waits for a lock at most
+    ``lock_wait_s`` and is retried (the rows it reads may be held for long); it may run long
+    statements (an upgrade, an import), so its statements are not bounded. An append (atomic
+    statements, ``READ COMMITTED``) is bounded whole by what is left of its budget."""
+    if isolation != READ_COMMITTED:
+        bound_unit(conn, lock_wait_s=lock_wait_s, budget_s=None)
+    else:
+        bound_unit(conn, lock_wait_s=budget_s, budget_s=budget_s)
 
 
 def gave_up(what: str, elapsed: float, attempts: int, err: BaseException) -> str:

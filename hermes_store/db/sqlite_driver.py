@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sqlite3
 import sys
 from pathlib import Path
@@ -114,6 +115,22 @@ def is_full_error(err: BaseException) -> bool:
     )
 
 
+# Below this much free space an I/O error is taken for a full disk: SQLite reports a ``-shm``
+# it cannot create or grow (32 KiB at a time) as SQLITE_IOERR_SHMSIZE, not SQLITE_FULL, so a
+# process opening a store on a full disk fails every read with a bare "disk I/O error".
+_FULL_BELOW_BYTES = 1024 * 1024
+
+
+def _io_error_on_a_full_disk(inner: BaseException, path: str | None) -> bool:
+    code = getattr(inner, "sqlite_errorcode", None)
+    if code is None or (code & 0xFF) != sqlite3.SQLITE_IOERR or not path:
+        return False
+    try:
+        return shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free < _FULL_BELOW_BYTES
+    except OSError:
+        return False
+
+
 _MALFORMED = ("malformed database schema", "database disk image is malformed")
 
 # FTS5's words for a MATCH expression it cannot parse: the only failures of a search that mean
@@ -204,7 +221,13 @@ def unwrap(err: BaseException, path: str | None = None) -> BaseException:
             isinstance(inner, sqlite3.IntegrityError) and str(inner) == "constraint failed"):
         return search_index_damaged(inner)
     if is_full_error(inner):
-        return StoreFullError(f"the database or disk is full; the write was rolled back ({inner})")
+        return StoreFullError(f"disk full: the database or disk is full; the write was rolled "
+                              f"back; free some space and retry ({inner})")
+    if _io_error_on_a_full_disk(inner, path):
+        return StoreFullError(
+            f"disk full: the filesystem holding {path} has no room left, so SQLite cannot "
+            f"create or grow the store's files ({inner}); free some space and retry (the store "
+            "itself is not damaged and nothing was written)")
     text = str(inner).lower()
     if isinstance(inner, sqlite3.DatabaseError) and (
         "file is not a database" in text or "malformed" in text
@@ -233,7 +256,9 @@ class UndecodableText(str):
     raw: bytes
 
 
-def _decode_text(raw: bytes) -> str:
+def decode_text(raw: bytes) -> str:
+    """The text factory of every connection that reads a store: UTF-8, or
+    :class:`UndecodableText` keeping the bytes."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -261,6 +261,8 @@ class SessionDB:
         tokens = {"input_tokens": input_tokens, "output_tokens": output_tokens,
                   "cache_read_tokens": cache_read_tokens,
                   "cache_write_tokens": cache_write_tokens, "reasoning_tokens": reasoning_tokens}
+        for name, value in (*tokens.items(), ("api_call_count", api_call_count)):
+            sessions.check_count(name, value)
         call = usage.UsageCall(
             session_id, _now(), model=model, tokens=tokens, estimated_cost_usd=estimated_cost_usd,
             actual_cost_usd=actual_cost_usd, cost_status=cost_status, cost_source=cost_source,

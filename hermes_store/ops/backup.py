@@ -13,6 +13,8 @@ so every step is checked against a deadline from the progress callback, which ab
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
 import shutil
 import sqlite3
@@ -20,6 +22,11 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no lock tells a live partial from a stale one
+    fcntl = None  # type: ignore[assignment]
 
 from hermes_store.db.engine import FILE_MODE, open_engine
 from hermes_store.errors import StoreBusyError, StoreFullError, StoreNotFoundError
@@ -74,17 +81,57 @@ def backup_store(path: str | os.PathLike[str], *, dest_dir: Path | None = None,
     """A consistent copy of a live store through the online backup API, within ``deadline_s``.
 
     The copy is written under a ``.partial`` name and renamed when complete, so a timed-out or
-    failed backup never leaves a file that looks usable.
+    failed backup never leaves a file that looks usable. The writer holds an OS lock on its
+    partial while it copies; partials of the same store whose lock nobody holds were left by a
+    process that died (a killed upgrade) and are removed first, so they never pile up.
     """
     src_path = Path(path)
     if not src_path.exists():
         raise StoreNotFoundError(f"no store at {src_path}")
     target = backup_path(src_path, label, dest_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_partials(src_path, target.parent)
     require_free_space(target.parent, store_bytes(src_path), "the backup")
     partial = Path(f"{target}.partial")
     fd = os.open(partial, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
-    os.close(fd)
+    try:
+        _hold(fd)
+        return _backup_into(src_path, partial, target, deadline_s)
+    finally:
+        os.close(fd)  # releases the lock: a partial still here is a failure's, and stale
+
+
+def _hold(fd: int) -> None:
+    if fcntl is not None:
+        with contextlib.suppress(OSError):  # no flock here: stale partials stay, as before
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def remove_stale_partials(path: Path, folder: Path) -> list[Path]:
+    """Delete ``<store name>.*.partial`` backups in ``folder`` that no live backup holds."""
+    removed = []
+    for partial in folder.glob(f"{glob.escape(path.name)}.*.partial"):
+        try:
+            fd = os.open(partial, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            if fcntl is None:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # a backup in progress, or no flock on this filesystem
+            partial.unlink(missing_ok=True)
+            Path(f"{partial}-journal").unlink(missing_ok=True)  # the copy's own, if it had one
+            removed.append(partial)
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _backup_into(src_path: Path, partial: Path, target: Path,
+                 deadline_s: float) -> BackupResult:
     start = time.monotonic()
 
     def check_deadline(status: int, remaining: int, total: int) -> None:

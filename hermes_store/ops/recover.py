@@ -20,6 +20,7 @@ with the same id and ``source='recovered'``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -47,6 +48,7 @@ from hermes_store.db.engine import (
     run_write,
 )
 from hermes_store.db.models import Base
+from hermes_store.db.sqlite_driver import UndecodableText, decode_text
 from hermes_store.errors import OutputError, StoreNotFoundError, UsageError
 from hermes_store.ops.backup import copy_with_sidecars, require_free_space, store_bytes
 from hermes_store.ops.holders import DATA_SUFFIXES, SIDECAR_SUFFIXES, ensure_not_held
@@ -164,11 +166,32 @@ def _record_skip(report: RecoveryReport, table: str, rowid: int, error: str) -> 
 # --------------------------------------------------------------------------- writing the output
 
 
-def _insert_rows(conn: Connection, sql: str, rows: Sequence[tuple[Any, ...]]) -> list[str]:
+def _insert_sql(verb: str, table: str, cols: Sequence[str], as_text: frozenset[int]) -> str:
+    """The insert of one row; the cells in ``as_text`` are bound as bytes and cast to TEXT."""
+    marks = ("CAST(? AS TEXT)" if i in as_text else "?" for i in range(len(cols)))
+    return f"{verb} INTO {_q(table)} ({', '.join(map(_q, cols))}) VALUES ({', '.join(marks)})"
+
+
+def _lossless(row: tuple[Any, ...]) -> tuple[frozenset[int], tuple[Any, ...]]:
+    """Text that is not valid UTF-8 (damaged bytes, or another program's) goes back in as the
+    bytes it is, still typed TEXT, instead of being dropped or replaced."""
+    as_text = frozenset(i for i, v in enumerate(row) if isinstance(v, UndecodableText))
+    if not as_text:
+        return as_text, row
+    return as_text, tuple(v.raw if i in as_text else v for i, v in enumerate(row))
+
+
+def _insert_rows(conn: Connection, sql_for: Callable[[frozenset[int]], str],
+                 rows: Sequence[tuple[Any, ...]]) -> list[str]:
     """Insert all rows; if the batch fails, row by row, returning one error per rejected row."""
+    shaped = [_lossless(row) for row in rows]
+    groups: dict[frozenset[int], list[tuple[Any, ...]]] = {}
+    for as_text, row in shaped:
+        groups.setdefault(as_text, []).append(row)
     conn.exec_driver_sql("SAVEPOINT chunk")
     try:
-        conn.exec_driver_sql(sql, list(rows))
+        for as_text, group in groups.items():
+            conn.exec_driver_sql(sql_for(as_text), group)
         conn.exec_driver_sql("RELEASE chunk")
         return []
     except exc.DBAPIError as err:  # any row may be the culprit; retried one by one below
@@ -177,10 +200,10 @@ def _insert_rows(conn: Connection, sql: str, rows: Sequence[tuple[Any, ...]]) ->
         conn.exec_driver_sql("ROLLBACK TO chunk")
         conn.exec_driver_sql("RELEASE chunk")
     errors = []
-    for row in rows:
+    for as_text, row in shaped:
         conn.exec_driver_sql("SAVEPOINT one")
         try:
-            conn.exec_driver_sql(sql, row)
+            conn.exec_driver_sql(sql_for(as_text), row)
             conn.exec_driver_sql("RELEASE one")
         except exc.DBAPIError as err:
             if is_lock_error(err):
@@ -241,8 +264,7 @@ class _Copier:
         select = (f"SELECT rowid, {', '.join(map(_q, cols))} FROM {_q(table)} "
                   "WHERE rowid BETWEEN ? AND ? ORDER BY rowid")
         verb = "INSERT OR IGNORE" if table == "state_meta" else "INSERT"
-        insert = (f"{verb} INTO {_q(table)} ({', '.join(map(_q, cols))}) "
-                  f"VALUES ({', '.join('?' for _ in cols)})")
+        insert = functools.partial(_insert_sql, verb, table, cols)
         lo, hi = self._bounds(table)
         if lo is None or hi is None:
             return
@@ -304,7 +326,8 @@ class _Copier:
         return row
 
     @staticmethod
-    def _write(conn: Connection, table: str, insert: str, values: list[tuple[Any, ...]],
+    def _write(conn: Connection, table: str, insert: Callable[[frozenset[int]], str],
+               values: list[tuple[Any, ...]],
                idx: dict[str, int]) -> tuple[list[str], list[str]]:
         created: list[str] = []
         if table == "messages":
@@ -435,6 +458,8 @@ def _salvage(copy: Path, out_path: Path, report: RecoveryReport, chunk: int, all
              inspect_only: bool, progress: ProgressFn | None) -> None:
     # The copy is scratch in our work dir, not a store: a plain connection may replay its WAL.
     src = sqlite3.connect(copy, isolation_level=None)
+    # Flipped bytes in a text cell must not cost the row: it is read with its raw bytes kept.
+    src.text_factory = decode_text
     try:
         try:
             tables = catalog.table_definitions(src)

@@ -412,6 +412,17 @@ def has_wal_reset_bug(version: tuple[int, ...]) -> bool:
     return not fixed
 
 
+# What an "ok" covers, said where it is shown: SQLite keeps no checksum of stored values, so
+# bytes flipped inside a message's text pass both checks (they read back as U+FFFD, and
+# ``recover`` keeps them as the bytes they are).
+_INTEGRITY_SCOPE = {
+    False: "ok (page structure; not the bytes inside stored text, which no check can verify, "
+           "nor index agreement: --full)",
+    True: "ok (every page and index; not the bytes inside stored text, which no check can "
+          "verify)",
+}
+
+
 def _integrity(conn: Connection, full: bool) -> Finding:
     pragma = "integrity_check" if full else "quick_check"
     try:
@@ -419,7 +430,7 @@ def _integrity(conn: Connection, full: bool) -> Finding:
     except exc.DBAPIError as err:
         rows = [str(err.orig)]
     if rows == ["ok"]:
-        return Finding(pragma, "ok", "ok")
+        return Finding(pragma, "ok", _INTEGRITY_SCOPE[full])
     return Finding(pragma, "damage", "; ".join(rows[:5]),
                    "hermes-store repair --check-only, then hermes-store repair")
 

@@ -42,6 +42,7 @@ from hermes_store.db import engine as db_engine
 from hermes_store.db import catalog, derived, names
 from hermes_store.db.catalog import backfill_window, tables
 from hermes_store.db.engine import checkpoint, engine_path, open_engine, reading, run_write
+from hermes_store.errors import StoreFullError
 from hermes_store.ops.backup import require_free_space
 from hermes_store.paths import resolve_db_path
 from hermes_store.repo import bigrams
@@ -270,10 +271,19 @@ class CompactResult:
 
 
 def preflight(path: Path) -> None:
-    """VACUUM needs about the store's size free beside it and again in the temp directory."""
+    """VACUUM needs about the store's size free beside it (the new copy goes through the WAL)
+    and again in the temp directory (its build copy): twice over when both are one disk."""
     need = path.stat().st_size
+    temp = Path(tempfile.gettempdir())
+    try:
+        same_disk = os.stat(temp).st_dev == os.stat(path.parent).st_dev
+    except OSError:
+        same_disk = False
+    if same_disk:
+        require_free_space(path.parent, 2 * need, "compact (VACUUM, its WAL and temp copy)")
+        return
     require_free_space(path.parent, need, "compact (VACUUM)")
-    require_free_space(Path(tempfile.gettempdir()), need, "compact (VACUUM's temp copy)")
+    require_free_space(temp, need, "compact (VACUUM's temp copy)")
 
 
 def compact(engine: Engine, progress: Callable[[str], None] | None = None, *,
@@ -288,21 +298,35 @@ def compact(engine: Engine, progress: Callable[[str], None] | None = None, *,
     path = Path(engine_path(engine))
     note = progress or (lambda step: None)
     result = CompactResult(Sizes.of(path), Sizes.of(path))
-    note("merging FTS segments")
-    result.merged = optimize_fts(engine)
-    result.steps += ["fts optimize", "pragma optimize"]
-    note("checkpoint (PASSIVE)")
-    checkpoint(engine, "PASSIVE")
-    result.steps.append("checkpoint passive")
-    if vacuum:
-        note("VACUUM")
-        db_engine.vacuum(engine)
-        result.steps.append("vacuum")
-    note("checkpoint (TRUNCATE)")
-    checkpoint(engine, "TRUNCATE")
-    result.steps.append("checkpoint truncate")
+    step = "merging FTS segments"
+    try:
+        note(step)
+        result.merged = optimize_fts(engine)
+        result.steps += ["fts optimize", "pragma optimize"]
+        note(step := "checkpoint (PASSIVE)")
+        checkpoint(engine, "PASSIVE")
+        result.steps.append("checkpoint passive")
+        if vacuum:
+            note(step := "VACUUM")
+            db_engine.vacuum(engine)
+            result.steps.append("vacuum")
+        note(step := "checkpoint (TRUNCATE)")
+        checkpoint(engine, "TRUNCATE")
+        result.steps.append("checkpoint truncate")
+    except StoreFullError as err:
+        raise _stopped(path, step, result.steps, err) from err
     result.after = Sizes.of(path)
     return result
+
+
+def _stopped(path: Path, step: str, done: list[str], err: StoreFullError) -> StoreFullError:
+    """A full disk part way: say which steps were kept (each commits on its own) and that the
+    one that failed was rolled back, rather than suggest the whole command changed nothing."""
+    kept = f"done before it and kept: {', '.join(done)}" if done else "nothing was changed"
+    return StoreFullError(
+        f"disk full: compact stopped at {step}, which was rolled back ({kept}); the store is "
+        f"intact. Make about {2 * path.stat().st_size:,} bytes free on its disk and run compact "
+        f"again ({getattr(err.__cause__, 'orig', None) or err.__cause__ or err})")
 
 
 def integrity_problems(conn: Connection,

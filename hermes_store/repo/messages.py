@@ -32,6 +32,8 @@ from sqlalchemy.dialects.postgresql.psycopg import dialect as pg_dialect
 from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 
 from hermes_store.content import (
+    check_integer,
+    check_key,
     check_text,
     decode_content,
     decode_json,
@@ -109,6 +111,8 @@ def prepare_message(session_id: str, role: object, *, content: object = None,
     if token_count is not None and (not isinstance(token_count, int)
                                     or isinstance(token_count, bool)):
         raise TypeError(f"token_count must be an int or None, not {type(token_count).__name__}")
+    check_integer("token_count", token_count)
+    check_key("platform_message_id", platform_message_id)
     stored_calls, n_calls = encode_tool_calls(tool_calls)
     row = {
         "session_id": session_id, "role": role, "content": encode_content(content),

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, case, exc, func, literal_column, select, update
 from sqlalchemy.orm import Session
 
-from hermes_store.content import check_text, dump_json
+from hermes_store.content import check_integer, check_key, check_text, dump_json
 from hermes_store.db.dialect import insert
 from hermes_store.db.models import ChatSession, StateMeta
 from hermes_store.errors import TitleInUseError
@@ -67,7 +67,7 @@ def check_session_id(session_id: object) -> str:
         raise TypeError(f"a session id must be a str, not {type(session_id).__name__}")
     if session_id == "":
         raise ValueError("a session id must not be empty")
-    check_text("session id", session_id)
+    check_key("session id", session_id)
     return session_id
 
 
@@ -229,6 +229,12 @@ def update_token_counts(conn: Executor, session_id: str, *, now: float, absolute
         if value is not None:
             values[name] = func.coalesce(c[name], value)
     conn.execute(update(sessions).where(c.id == session_id).values(**values))
+
+
+def check_count(what: str, value: object) -> None:
+    """A usage figure the counters can hold: ``int()`` of it fits 64 bits (``ValueError``)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        check_integer(what, int(value))
 
 
 def check_finite(what: str, value: float | None) -> None:

@@ -141,9 +141,10 @@ def write_markdown(reader: StoreReader, ids: Sequence[str], output: str | os.Pat
         if target.exists() and not options.force:
             raise OutputExistsError(str(target))
         plans.append((group, lineage, meta, target))
-    manifest = Manifest(directory) if plans else None
+    manifest = Manifest(directory, mode=options.file_mode) if plans else None
     for group, lineage, meta, target in plans:
-        with open_output(target, force=options.force) as out, reader.scope():
+        with (open_output(target, force=options.force, mode=options.file_mode) as out,
+              reader.scope()):
             writer = _HashingWriter(out)
             exported, stored = _write_markdown_body(reader, group, lineage, meta, writer, options,
                                                     scrub)
@@ -260,7 +261,7 @@ def write_html(reader: StoreReader, ids: Sequence[str], target: Path, options: E
         heads = [(sid, scrub.session(reader.session(sid) or {"id": sid})) for sid in ids]
     page_title = (_display(heads[0][1].get("title")) or heads[0][0]) if len(heads) == 1 else (
         f"{len(heads)} Hermes sessions" if heads else "No Hermes sessions")
-    with open_output(target, force=options.force) as out:
+    with open_output(target, force=options.force, mode=options.file_mode) as out:
         out.write("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                   "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
                   f"<title>{_e(page_title)}</title><style>{_CSS}</style></head><body>\n")

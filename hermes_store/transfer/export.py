@@ -14,6 +14,7 @@ side in :mod:`hermes_store.transfer.reader`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import uuid
@@ -24,6 +25,7 @@ from typing import Any, TextIO
 from sqlalchemy import Connection, Engine
 
 from hermes_store.content import calls_of, iso_utc, sane_time, text_of
+from hermes_store.db.engine import store_file_mode
 from hermes_store.errors import OutputExistsError, SessionNotFoundError, UsageError
 from hermes_store.transfer import documents
 from hermes_store.transfer.builder import SYNTHETIC_USER_TEXT
@@ -72,6 +74,9 @@ def export_sessions(source: Connection | Engine, output: str | os.PathLike[str] 
     """
     options = options or ExportOptions()
     reader = StoreReader.reflect(source)
+    if options.file_mode is None:  # an export is as private as the store it came from
+        engine = source if isinstance(source, Engine) else source.engine
+        options = dataclasses.replace(options, file_mode=store_file_mode(engine))
     if session_ids is None:
         with reader.scope():
             ids = reader.session_ids()
@@ -89,7 +94,7 @@ def export_sessions(source: Connection | Engine, output: str | os.PathLike[str] 
         _export_user_prompts(reader, ids, output, stdout, options, scrub, result, progress)
     elif options.format == "jsonl":
         target = _single_target(output, stdout, ids, "jsonl")
-        with open_output(target, force=options.force) as out:
+        with open_output(target, force=options.force, mode=options.file_mode) as out:
             for sid in ids:
                 with reader.scope():
                     result.messages += _write_jsonl_session(reader, sid, out, options, scrub)
@@ -212,7 +217,7 @@ def _export_user_prompts(reader: StoreReader, ids: Sequence[str], output: Any, s
     if ext == "md" and stdout:
         raise UsageError("user-prompts as md needs a file or directory, not '-'")
     target = _single_target(output, stdout, ids, ext, stem="hermes_user_prompts")
-    with open_output(target, force=options.force) as out:
+    with open_output(target, force=options.force, mode=options.file_mode) as out:
         for sid in ids:
             with reader.scope():
                 if ext == "md":
@@ -261,7 +266,8 @@ def _export_traces(reader: StoreReader, ids: Sequence[str], output: Any, stdout:
         result.files.append("-")
     else:
         for sid, target in targets:
-            with open_output(target, force=options.force) as out, reader.scope():
+            with (open_output(target, force=options.force, mode=options.file_mode) as out,
+                  reader.scope()):
                 n, b = _write_trace(reader, sid, out, options, scrub)
             result.messages, borrowed = result.messages + n, borrowed + b
             result.sessions += 1

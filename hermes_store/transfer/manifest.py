@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hermes_store.errors import OutputError, StoreNotFoundError
+from hermes_store.errors import StoreNotFoundError
+from hermes_store.transfer.output import open_output
 
 MANIFEST = "manifest.jsonl"
 
@@ -32,8 +33,9 @@ class Manifest:
     """The manifest of one directory, rewritten whole (temporary file and rename) on every
     record, so an interrupted export leaves a manifest matching the files it finished."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, mode: int | None = None) -> None:
         self.path = directory / MANIFEST
+        self.mode = mode  # the exports' own: it names them (titles live in file names)
         self.lines: list[tuple[str | None, str]] = []  # (file name or None, the line)
         if self.path.exists():
             for line in self.path.read_text(encoding="utf-8").splitlines():
@@ -44,13 +46,8 @@ class Manifest:
         """Put the record ``line`` of the file ``name`` in place of any earlier one."""
         self.lines = [(p, text) for p, text in self.lines if p != name]
         self.lines.append((name, line))
-        tmp = self.path.with_name(f".{MANIFEST}.{os.getpid()}.tmp")
-        try:
-            tmp.write_text("".join(text + "\n" for _, text in self.lines), encoding="utf-8")
-            os.replace(tmp, self.path)
-        except OSError as err:
-            tmp.unlink(missing_ok=True)
-            raise OutputError.writing(self.path, err) from err
+        with open_output(self.path, force=True, mode=self.mode) as out:
+            out.write("".join(text + "\n" for _, text in self.lines))
 
 
 def _path_of(line: str) -> str | None:

@@ -54,6 +54,8 @@ class ExportOptions:
     attachments: bool = True
     #: Fixed export time (tests, reproducible bundles); default now.
     exported_at: str | None = None
+    #: Permission bits of the files written; None = the store's own (``export_sessions``).
+    file_mode: int | None = None
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -136,8 +138,12 @@ class Scrub:
 # --------------------------------------------------------------------------- output files
 
 @contextlib.contextmanager
-def open_output(path: Path | None, *, force: bool = False) -> Iterator[TextIO]:
+def open_output(path: Path | None, *, force: bool = False,
+                mode: int | None = None) -> Iterator[TextIO]:
     """Write to *path* through a temporary sibling renamed into place on success; None = stdout.
+
+    The file gets permission bits *mode* exactly (the umask cannot widen or narrow them);
+    None leaves them to the umask.
 
     An existing *path* is refused unless *force*; a special file (FIFO, device, socket) is
     written in place instead of replaced (:mod:`hermes_store.transfer.targets`). On any error
@@ -163,7 +169,11 @@ def open_output(path: Path | None, *, force: bool = False) -> Iterator[TextIO]:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        f = open(tmp, "w", encoding="utf-8", newline="\n")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
+                     0o666 if mode is None else mode)
+        if mode is not None:
+            os.fchmod(fd, mode)
+        f = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
     except OSError as err:
         raise cannot_write(path, err) from err
     try:

@@ -19,9 +19,10 @@ from hermes_store.errors import OutputError, OutputExistsError
 def plan_target(path: Path, *, force: bool) -> tuple[Path, bool]:
     """Check ``path`` as an export target: the path to write and whether to write it in place
     (a special file) rather than through a temporary file and a rename. A symlink to a regular
-    file is followed, so the link stays and its file is replaced. OutputExistsError for an
-    existing target without ``force``; OutputError for a directory, or a parent that is not
-    one."""
+    file is refused even with ``force``: the file it names may be anywhere (outside the export
+    folder, another user's), and ``force`` was given for the name the caller sees.
+    OutputExistsError for an existing target without ``force``; OutputError for a directory, a
+    symlink to a file, or a parent that is not one."""
     try:
         st = path.stat()  # follows a symlink to what would really be written
     except (FileNotFoundError, NotADirectoryError):
@@ -35,11 +36,12 @@ def plan_target(path: Path, *, force: bool) -> tuple[Path, bool]:
         return path, False
     if stat.S_ISDIR(st.st_mode):
         raise OutputError(f"cannot write {path}: it is a directory")
+    if stat.S_ISREG(st.st_mode) and path.is_symlink():
+        raise OutputError(f"cannot write {path}: it is a symlink to {path.resolve()}; exports "
+                          "never write through a link (remove it, or name the file itself)")
     if not force:
         raise OutputExistsError(str(path))
-    if stat.S_ISREG(st.st_mode):
-        return (path.resolve() if path.is_symlink() else path), False
-    return path, True
+    return path, not stat.S_ISREG(st.st_mode)
 
 
 def _check_parent(path: Path) -> None:
