@@ -63,6 +63,7 @@ class SessionDB:
     _WRITE_RETRY_MIN_S = engine_mod.RETRY_MIN_S
     _WRITE_RETRY_MAX_S = engine_mod.RETRY_MAX_S
     _CHECKPOINT_EVERY_N_WRITES = engine_mod.CHECKPOINT_EVERY_N_WRITES
+    _OPTIMIZE_EVERY_N_WRITES = upkeep.EVERY_N_WRITES
 
     def __init__(self, db_path: str | os.PathLike[str] | StoreLocation | None = None,
                  read_only: bool = False, *, readonly: bool | None = None) -> None:
