@@ -19,7 +19,7 @@ from hermes_store.facade import opening
 
 @pytest.fixture(autouse=True)
 def _fresh_claims(monkeypatch) -> None:
-    monkeypatch.setattr(opening, "_repair_claims", set())
+    monkeypatch.setattr(opening, "_repair_attempted_paths", set())
 
 
 @pytest.fixture

@@ -28,7 +28,9 @@ log = logging.getLogger("hermes_store.facade")
 
 _lock = threading.Lock()
 _last_init_error: str | None = None
-_repair_claims: set[str] = set()
+# Resolved paths this process has tried to repair (at most once each); the agent's tests clear
+# or replace this set by name, so the open path reads it through the module at each call.
+_repair_attempted_paths: set[str] = set()
 _no_fts5_noted = False
 
 _NETWORK_FS_HINT = (" (the database may be on a network or FUSE filesystem such as NFS/SMB, "
@@ -47,10 +49,13 @@ def note_no_fts5() -> None:
         "returning no results")
 
 
-def record_init_error(exc: BaseException) -> None:
+def _set_last_init_error(error: BaseException | str | None) -> None:
+    """Remember why an open failed (an exception becomes ``"Class: message"``); ``None``
+    forgets it. The agent's name: its tests call it to reset the state between cases."""
     global _last_init_error
+    text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else error
     with _lock:
-        _last_init_error = f"{type(exc).__name__}: {exc}"
+        _last_init_error = text
 
 
 def get_last_init_error() -> str | None:
@@ -74,9 +79,9 @@ def format_session_db_unavailable(prefix: str = "Session database not available"
 def _claim_repair(path: Path) -> bool:
     key = str(path.resolve())
     with _lock:
-        if key in _repair_claims:
+        if key in _repair_attempted_paths:
             return False
-        _repair_claims.add(key)
+        _repair_attempted_paths.add(key)
         return True
 
 

@@ -80,7 +80,7 @@ class SessionDB:
         try:
             self._open(db_path, bool(read_only or readonly))
         except Exception as exc:
-            opening.record_init_error(exc)
+            opening._set_last_init_error(exc)
             raise
         self._closed = False
 
