@@ -27,9 +27,8 @@ from typing import Any
 from hermes_store.db.agent_schema import DEFERRED_INDEX_SQL, FTS_SQL, FTS_TRIGRAM_SQL, SCHEMA_SQL
 from hermes_store.db.engine import apply_wal_with_fallback, is_malformed_db_error
 from hermes_store.db.migrate import AGENT_SCHEMA_VERSION as SCHEMA_VERSION
-from hermes_store.facade import session_db
+from hermes_store.facade import opening, session_db
 from hermes_store.facade.asyncdb import AsyncSessionDB
-from hermes_store.facade import opening
 from hermes_store.facade.opening import (
     _repair_attempted_paths,
     _set_last_init_error,
