@@ -18,7 +18,7 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from hermes_store.db import engine as engine_mod
-from hermes_store.db import migrate
+from hermes_store.db import migrate, postgres
 from hermes_store.errors import SchemaMismatchError
 from hermes_store.ops import adoption
 from hermes_store.ops.schema_repair import repair_state_db_schema
@@ -115,7 +115,20 @@ def open_read_write(location: StoreLocation) -> Engine:
 def open_store(location: StoreLocation, *, read_only: bool) -> Engine:
     """The engine ``SessionDB`` serves from: read-write brings the store to what the facade
     needs (creating the file's folder); read-only does no schema work and refuses a store
-    behind head."""
+    behind head. A server's engine is held until :func:`close_store`."""
+    engine = _open_store(location, read_only=read_only)
+    if engine_mod.is_server(engine):
+        postgres.hold(engine)
+    return engine
+
+
+def close_store(engine: Engine) -> None:
+    """A ``SessionDB`` closed: the last one on a server's engine closes its connections."""
+    if engine_mod.is_server(engine):
+        postgres.release(engine)
+
+
+def _open_store(location: StoreLocation, *, read_only: bool) -> Engine:
     if not read_only:
         if location.path is not None:
             location.path.parent.mkdir(parents=True, exist_ok=True)

@@ -101,7 +101,8 @@ class SessionDB:
         self.close()
 
     def close(self) -> None:
-        """PASSIVE checkpoint (best effort), then release the connections; idempotent."""
+        """PASSIVE checkpoint (best effort), then release the connections (on a server, the
+        last ``SessionDB`` on a URL closes its pool); idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -114,6 +115,7 @@ class SessionDB:
             self._raw = None
         if not self.readonly:
             engine_mod.checkpoint(self._engine, "PASSIVE")
+        opening.close_store(self._engine)
 
     @property
     def engine(self) -> Engine:

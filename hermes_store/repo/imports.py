@@ -25,6 +25,7 @@ from sqlalchemy import Connection, insert, select, update
 
 from hermes_store.db.models import ChatSession
 from hermes_store.repo import messages as message_repo
+from hermes_store.repo import prompts
 from hermes_store.repo.messages import PreparedMessage
 from hermes_store.repo.sessions import dump_json
 from hermes_store.repo.titles import sanitize_title
@@ -389,6 +390,7 @@ def run(conn: Connection, plan: Plan) -> dict[str, Any]:
         return failure(clashes)
     if fresh:
         conn.execute(insert(sessions), [e.row for e in fresh])
+        prompts.move(conn, [e.session_id for e in fresh])
     message_repo.append_many(conn, [m for entry in fresh for m in entry.messages])
     detached = _attach(conn, fresh, existing)
     skipped = [e.session_id for e in plan.entries if e.session_id in existing]
