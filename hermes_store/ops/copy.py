@@ -370,15 +370,21 @@ def _reverify(src_engine: Engine, dst_engine: Engine, finished: dict[str, Any], 
     report.finished_at = finished.get("finished_at")
     plan = make_plan(src_engine, dst_engine, budget=COPY_BUDGET_S)
     report.not_copied = plan.not_copied
+    _checked(src_engine, dst_engine, plan, batch, report, started,
+             f"{report.target} is a finished copy of {report.source} but differs from it now",
+             "(was either store written since?); copy into an empty store to copy it again")
+    return report
+
+
+def _checked(src_engine: Engine, dst_engine: Engine, plan: CopyPlan, batch: int,
+             report: CopyReport, started: float, differs: str, hint: str) -> None:
+    """Verify both sides into the report and time it; a difference raises
+    :class:`CopyMismatchError` naming the tables (``differs in <tables> <hint>``)."""
     _verify(src_engine, dst_engine, plan, batch, report)
     report.seconds = round(time.monotonic() - started, 3)
     if not report.verified:
         bad = [n for n, t in report.tables.items() if not t.matches]
-        raise CopyMismatchError(
-            f"{report.target} is a finished copy of {report.source} but differs from it now in "
-            f"{', '.join(bad)} (was either store written since?); copy into an empty store "
-            "to copy it again", report=report)
-    return report
+        raise CopyMismatchError(f"{differs} in {', '.join(bad)} {hint}", report=report)
 
 
 # --------------------------------------------------------------------------- the command
@@ -428,14 +434,9 @@ def copy_store(source: str | StoreLocation, dest: str | StoreLocation, *,
     report.sequence = high
     run_write(dst_engine, lambda c: keep_ids_above(c, _MESSAGES, high), what="copy")
     _catch_up_search(dst_engine)
-    _verify(src_engine, dst_engine, plan, batch, report)
-    report.seconds = round(time.monotonic() - started, 3)
-    if not report.verified:
-        bad = [n for n, t in report.tables.items() if not t.matches]
-        raise CopyMismatchError(
-            f"the copy differs from {src_loc.display} in {', '.join(bad)} (was the source "
-            "written during the copy?); the target keeps its progress marker",
-            report=report)
+    _checked(src_engine, dst_engine, plan, batch, report, started,
+             f"the copy differs from {src_loc.display}",
+             "(was the source written during the copy?); the target keeps its progress marker")
     done = {"source": source_id, "finished_at": time.time(),
             "rows": {n: t.target_count for n, t in report.tables.items()}}
 
