@@ -27,11 +27,12 @@ SURFACE = {
     "DEFERRED_INDEX_SQL", "FTS_SQL", "FTS_TRIGRAM_SQL", "MAX_FTS5_QUERY_CHARS", "workspace_key",
     "get_last_init_error", "format_session_db_unavailable", "apply_wal_with_fallback",
     "is_malformed_db_error", "repair_state_db_schema", "_db_opens_cleanly",
+    "_set_last_init_error", "_repair_attempted_paths",
 }
 
 AGENT = """
 from hermes_state import *
-from hermes_state import _db_opens_cleanly
+from hermes_state import _db_opens_cleanly, _repair_attempted_paths, _set_last_init_error
 import json, sys
 db = SessionDB()
 db.create_session("s1", "cli")
@@ -155,11 +156,11 @@ def test_a_later_success_does_not_clear_the_last_error(tmp_path: Path) -> None:
 def test_the_network_filesystem_hint_names_nfs_and_the_wal_page(monkeypatch) -> None:
     from hermes_store.facade import opening
 
-    opening.record_init_error(sqlite3.OperationalError("locking protocol"))
+    opening._set_last_init_error(sqlite3.OperationalError("locking protocol"))
     text = compat.format_session_db_unavailable()
     assert text.startswith("Session database not available: OperationalError: locking protocol (")
     assert "NFS/SMB" in text and "https://www.sqlite.org/wal.html" in text and text.endswith(".")
-    opening.record_init_error(sqlite3.OperationalError("disk I/O error"))
+    opening._set_last_init_error(sqlite3.OperationalError("disk I/O error"))
     assert compat.format_session_db_unavailable() == (
         "Session database not available: OperationalError: disk I/O error.")
 
@@ -228,3 +229,32 @@ def test_async_session_db_is_exported_and_wraps_a_store(tmp_path: Path) -> None:
         wrapped = compat.AsyncSessionDB(db)
         assert asyncio.run(wrapped.create_session("s1", "cli")) == "s1"
         assert asyncio.run(wrapped.get_session("s1"))["id"] == "s1"
+
+
+def test_the_agents_init_error_setter_is_the_one_the_open_path_uses(tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    from hermes_store.facade import opening
+
+    compat._set_last_init_error(sqlite3.OperationalError("disk I/O error"))
+    assert compat.get_last_init_error() == "OperationalError: disk I/O error"
+    compat._set_last_init_error(None)
+    assert compat.get_last_init_error() is None
+    seen: list[BaseException] = []
+    monkeypatch.setattr(compat, "_set_last_init_error", seen.append)
+    assert opening._set_last_init_error == seen.append
+    (tmp_path / "not-a-store").mkdir()
+    with pytest.raises(Exception) as raised:
+        compat.SessionDB(tmp_path / "not-a-store")
+    assert seen == [raised.value]
+
+
+def test_the_repair_attempts_set_is_the_one_the_open_path_uses(monkeypatch) -> None:
+    from hermes_store.facade import opening
+
+    assert compat._repair_attempted_paths is opening._repair_attempted_paths
+    fresh: set[str] = set()
+    monkeypatch.setattr(compat, "_repair_attempted_paths", fresh)
+    assert opening._repair_attempted_paths is fresh
+    namespace: dict[str, object] = {}
+    exec("from hermes_store.compat import *", namespace)  # noqa: S102 - the agent's own line
+    assert namespace["_repair_attempted_paths"] is fresh

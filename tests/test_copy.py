@@ -208,12 +208,46 @@ def test_a_non_empty_target_that_is_no_copy_of_this_source_is_refused(
     assert result.exit_code == 1 and "not empty" in result.stderr
 
 
-def test_a_finished_copy_is_not_copied_over_again(head_db: Path, tmp_path: Path) -> None:
+def test_rerunning_a_finished_copy_copies_nothing_and_verifies_again(
+        head_store: str, backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    _fill(head_store)
+    target = _other(backend, tmp_path, request)
+    first = copying.copy_store(head_store, target)
+    counts = {n: t.target_count for n, t in first.tables.items()}
+    again = copying.copy_store(head_store, target)
+    assert again.already_copied and again.verified and not again.resumed
+    assert {n: t.target_count for n, t in again.tables.items()} == counts
+    assert {n: t.target_checksum for n, t in again.tables.items()} == \
+        {n: t.target_checksum for n, t in first.tables.items()}
+    assert q(target, "SELECT count(*) FROM messages")[0][0] == counts["messages"]
+    result = run("--db", head_store, "copy", "--to", target)
+    assert result.exit_code == 0, result.stderr
+    assert "already copied" in result.stdout and "verified" in result.stdout
+    assert f"messages: {counts['messages']:,}/{counts['messages']:,} rows" in result.stdout
+    code, doc = run_json("--db", head_store, "copy", "--to", target)
+    assert code == 0 and doc["already_copied"] is True and doc["verified"] is True
+
+
+def test_a_rerun_into_a_finished_copy_that_changed_since_is_a_mismatch(
+        head_db: Path, tmp_path: Path) -> None:
     _fill(str(head_db))
     target = str(tmp_path / "done.db")
     copying.copy_store(str(head_db), target)
-    with pytest.raises(TargetNotEmptyError, match="finished copy"):
-        copying.copy_store(str(head_db), target)
+    q(target, "DELETE FROM future_things WHERE id = 1")
+    result = run("--db", str(head_db), "copy", "--to", target)
+    assert result.exit_code == 1 and "future_things" in result.stderr
+    assert "DIFFERS" in result.stdout
+
+
+def test_a_finished_copy_of_another_source_is_refused(head_db: Path, tmp_path: Path) -> None:
+    _fill(str(head_db))
+    target = str(tmp_path / "done.db")
+    copying.copy_store(str(head_db), target)
+    other = tmp_path / "other.db"
+    SessionDB(other).close()
+    with pytest.raises(TargetNotEmptyError, match="finished copy") as raised:
+        copying.copy_store(str(other), target)
+    assert "resume" not in str(raised.value)
 
 
 def test_a_store_is_not_copied_onto_itself(head_db: Path) -> None:
@@ -294,7 +328,7 @@ def test_passwords_never_appear_in_copy_output(
     result = run("--db", str(head_db), "copy", "--to",
                  missing.render_as_string(hide_password=False))
     assert result.exit_code == 3 and secret not in result.stdout + result.stderr
-    human = run("--db", str(head_db), "copy", "--to", with_password)
-    assert human.exit_code == 1 and secret not in human.stdout + human.stderr
-    assert "***" in human.stderr or url.database in human.stderr
+    human = run("--db", str(head_db), "copy", "--to", with_password)  # the verified rerun
+    assert human.exit_code == 0 and secret not in human.stdout + human.stderr
+    assert "already copied" in human.stdout and url.database in human.stdout
     assert table_names(str(head_db)) >= {"sessions", "messages"}

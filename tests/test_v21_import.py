@@ -272,14 +272,35 @@ def test_parents_attach_after_every_insert_whatever_the_order(db: SessionDB) -> 
     assert db.get_session("blank")["parent_session_id"] is None
 
 
-def test_a_parent_link_that_would_close_a_cycle_is_left_off(db: SessionDB) -> None:
+def test_a_cycle_loses_the_link_of_its_first_session_in_import_order(db: SessionDB) -> None:
     result = ok(db.import_sessions([entry("a", parent_session_id="b"),
                                     entry("b", parent_session_id="c"),
                                     entry("c", parent_session_id="a"),
                                     entry("self", parent_session_id="self")]))
     assert result["detached"] == 2
     parents = {sid: db.get_session(sid)["parent_session_id"] for sid in ("a", "b", "c", "self")}
-    assert parents == {"a": "b", "b": "c", "c": None, "self": None}
+    assert parents == {"a": None, "b": "c", "c": "a", "self": None}
+
+
+def test_two_sessions_naming_each_other_import_as_one_walkable_lineage(db: SessionDB) -> None:
+    result = ok(db.import_sessions([
+        entry("a", parent_session_id="b", ended_at=1_700_000_100.0, end_reason="compression"),
+        entry("b", parent_session_id="a", started_at=1_700_000_200.0)]))
+    assert (result["imported"], result["detached"]) == (2, 1)
+    assert db.get_session("a")["parent_session_id"] is None
+    assert db.get_session("b")["parent_session_id"] == "a"
+    assert db.get_compression_lineage("a") == ["a", "b"]
+    assert db.get_compression_lineage("b") == ["a", "b"]
+    assert db.get_compression_tip("a") == "b"
+
+
+def test_a_cycle_entered_from_outside_keeps_the_entering_link(db: SessionDB) -> None:
+    result = ok(db.import_sessions([entry("x", parent_session_id="a"),
+                                    entry("a", parent_session_id="b"),
+                                    entry("b", parent_session_id="a")]))
+    assert result["detached"] == 1
+    parents = {sid: db.get_session(sid)["parent_session_id"] for sid in ("x", "a", "b")}
+    assert parents == {"x": "a", "a": None, "b": "a"}
 
 
 def test_a_skipped_session_counts_as_a_parent_in_the_store(db: SessionDB) -> None:

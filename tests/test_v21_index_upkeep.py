@@ -4,6 +4,7 @@ transaction (docs/v21.md#behaviour-changes)."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import sqlite3
 from collections.abc import Iterator
@@ -109,11 +110,43 @@ def test_a_failing_periodic_merge_never_fails_the_write(db: SessionDB, monkeypat
         raise RuntimeError("merge exploded")
 
     monkeypatch.setattr(storage, "merge_index", broken)
-    monkeypatch.setattr(upkeep, "EVERY_N_WRITES", 1)
+    db._OPTIMIZE_EVERY_N_WRITES = 1
     caplog.set_level(logging.WARNING, logger="hermes_store.facade")
     db.set_meta("k", "saved")
     assert db.get_meta("k") == "saved"
     assert any("periodic optimize_fts failed" in r.getMessage() for r in caplog.records)
+
+
+def test_the_cadence_and_the_merge_are_the_instances_own(db: SessionDB) -> None:
+    calls: list[int] = []
+    real = db.optimize_fts
+
+    def wrapped() -> int:
+        calls.append(1)
+        return real()
+
+    db.optimize_fts = wrapped  # type: ignore[method-assign]
+    db._OPTIMIZE_EVERY_N_WRITES = 3
+    db._write_count = itertools.count(1)  # the cadence counts from here
+    db.create_session("s2", "cli")
+    db.append_message("s2", "user", "one")
+    assert calls == []
+    db.append_message("s2", "user", "two")  # the third write
+    assert calls == [1]
+    for n in range(3):
+        db.set_meta("k", str(n))
+    assert calls == [1, 1]
+
+
+def test_a_wrapped_merge_that_raises_never_fails_the_write(db: SessionDB) -> None:
+    def broken() -> int:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    db.optimize_fts = broken  # type: ignore[method-assign]
+    db._OPTIMIZE_EVERY_N_WRITES = 1
+    db.create_session("s3", "cli")
+    assert db.append_message("s3", "user", "kept") > 0
+    assert db.get_session("s3")["message_count"] == 1
 
 
 def test_a_closed_store_refuses(store_path: Path) -> None:

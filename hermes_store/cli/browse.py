@@ -53,7 +53,7 @@ def _workspace(row: dict[str, Any]) -> str:
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
               help="How many sessions to show.")
 @click.option("--all", "show_all", is_flag=True,
-              help="Archived sessions and compressed ancestors too.")
+              help="Archived and hidden sessions and compressed ancestors too.")
 @click.option("--archived", is_flag=True, help="Only archived sessions.")
 @click.option("--pinned", is_flag=True, help="Only pinned sessions.")
 @click.option("--open", "only_open", is_flag=True, help="Only sessions that never ended.")
@@ -75,7 +75,8 @@ def list_cmd(obj: Ctx, flt: SessionFilter, limit: int, show_all: bool, archived:
     if engine is not None:
         with reading(engine) as conn:
             page = listing.list_matching(conn, flt, limit=limit, include_archived=show_all,
-                                         include_children=show_all, only_archived=archived,
+                                         include_children=show_all, include_hidden=show_all,
+                                         only_archived=archived,
                                          only_pinned=pinned, only_open=only_open)
     rows, more = page.rows, page.more
     items = [session_item(r, r["id"]) for r in rows]
@@ -130,6 +131,15 @@ def _message_text(msg: dict[str, Any], full: bool) -> list[str]:
         name = fn.get("name") if isinstance(fn, dict) else None
         lines.append(f"→ tool call {name or '?'}:\n{args if args is not None else ''}")
     return lines
+
+
+def _prompt_line(prompt: Any) -> str | None:
+    """The system prompt's first line, cut, with its size (``--json`` carries it whole)."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        return None
+    first = prompt.strip().splitlines()[0]
+    cut = first if len(first) <= 60 else first[:60] + "…"
+    return f"{cut} ({len(prompt):,} characters)"
 
 
 def _select_messages(reader: StoreReader, ids: Iterable[str], include_compacted: bool,
@@ -190,7 +200,8 @@ def show(obj: Ctx, session: str, tail: int | None, full: bool, include_compacted
     item.update(provider=row.get("billing_provider"), input_tokens=row.get("input_tokens"),
                 output_tokens=row.get("output_tokens"),
                 cost_usd=row.get("actual_cost_usd") or row.get("estimated_cost_usd"),
-                children=children, lineage_session_ids=chain)
+                children=children, lineage_session_ids=chain,
+                system_prompt=row.get("system_prompt"))
     out_msgs = [{"id": m.get("id"), "session_id": m.get("session_id"), "role": m.get("role"),
                  "timestamp": iso(m.get("timestamp")),
                  "content": text_of(m.get("content"), display=True),
@@ -210,6 +221,7 @@ def show(obj: Ctx, session: str, tail: int | None, full: bool, include_compacted
                 ("ended", when(row.get("ended_at")) if row.get("ended_at") is not None
                  else "open"),
                 ("end reason", row.get("end_reason")), ("last active", when(last)),
+                ("prompt", _prompt_line(row.get("system_prompt"))),
                 ("messages", f"{row.get('message_count') or 0:,} "
                              f"({row.get('tool_call_count') or 0:,} tool calls)"),
                 ("tokens", f"{row.get('input_tokens') or 0:,} in, "

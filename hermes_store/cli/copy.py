@@ -30,8 +30,9 @@ def copy_cmd(obj: Ctx, dest: str, batch_size: int) -> None:
     """Copy the whole store (--db) into another one, SQLite or PostgreSQL, either way.
 
     Streams each table in key order; a copy that was killed resumes where it stopped when
-    rerun with the same source and target. Ends by comparing each table's row count and
-    checksum on both sides (exit 1 when they differ). Refuses a target that holds data.
+    rerun with the same source and target, and a rerun after it finished copies nothing and
+    verifies again. Ends by comparing each table's row count and checksum on both sides (exit
+    1 when they differ). Refuses a target that holds anything else.
     Stop the agent's writers first: rows written to the source during the copy show up as a
     difference.
 
@@ -57,8 +58,12 @@ def copy_cmd(obj: Ctx, dest: str, batch_size: int) -> None:
 
 def _render(report: CopyReport) -> None:
     con = out_console()
-    verb = "resumed copy" if report.resumed else "copy"
-    con.print(f"{verb} {report.source} -> {report.target}", markup=False)
+    if report.already_copied:
+        con.print(f"already copied: {report.target} is a finished copy of {report.source}; "
+                  "nothing copied, verifying it again", markup=False)
+    else:
+        verb = "resumed copy" if report.resumed else "copy"
+        con.print(f"{verb} {report.source} -> {report.target}", markup=False)
     for name, t in report.tables.items():
         mark = "ok" if t.matches else "DIFFERS"
         con.print(f"  {name}: {t.target_count:,}/{t.source_count:,} rows, checksum "

@@ -307,12 +307,7 @@ def open_engine(target: str | os.PathLike[str] | StoreLocation, *,
     read-write opens of a file create it (0600) if missing."""
     location = resolve_location(target)
     if location.path is None:
-        key = (location.url.render_as_string(hide_password=False), readonly)
-        with _registry_lock:
-            engine = _engines.get(key)
-            if engine is None:
-                engine = _engines[key] = postgres.make_engine(location, readonly)
-        return engine
+        return postgres.open_engine(location, readonly)
     p = location.path
     if readonly:
         if not p.exists():
@@ -371,6 +366,7 @@ def dispose_all() -> None:
         for engine in _engines.values():
             engine.dispose()
         _engines.clear()
+    postgres.dispose_all()
 
 
 # --------------------------------------------------------------------------- the writers' queue

@@ -306,7 +306,8 @@ def check(target: Target = None) -> list[Any]:
         ctx = MigrationContext.configure(conn, opts={
             "include_name": include_name, "include_object": include_object,
             "compare_type": True, "target_metadata": Base.metadata})
-        diffs = list(compare_metadata(ctx, Base.metadata))
+        with catalog.reflecting():
+            diffs = list(compare_metadata(ctx, Base.metadata))
         found: list[Any] = [d for d in diffs if not _dialect_fact(d, conn.dialect.name)]
         if conn.dialect.name == "sqlite" and status_of(conn).at_head:
             found += [("missing_search_object", name) for name in derived.missing_objects(conn)]
@@ -420,16 +421,15 @@ def missing_schema(conn: Connection) -> list[str]:
 
     Reads only. Views and tables of newer upstream releases are not compared (they are kept).
     """
-    inspector = sa.inspect(conn)
-    present = set(inspector.get_table_names())
+    tables = _modelled_tables()
+    shapes = catalog.table_shapes(conn, [t.name for t in tables])
     missing: list[str] = []
-    for table in _modelled_tables():
-        if table.name not in present:
+    for table in tables:
+        if table.name not in shapes:
             missing.append(table.name)
             continue
-        have = {c["name"] for c in inspector.get_columns(table.name)}
+        have, indexes = shapes[table.name]
         missing += [f"{table.name}.{c.name}" for c in table.columns if c.name not in have]
-        indexes = {i["name"] for i in inspector.get_indexes(table.name)}
         missing += [str(i.name) for i in table.indexes if i.name not in indexes]
     return missing
 

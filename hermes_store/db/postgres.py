@@ -31,7 +31,10 @@ What SQLite gets from one file and one write lock, a server gets from transactio
 * text travels NUL-safe: every connection escapes NUL in the strings it sends and unescapes the
   text it reads (``db.dialect.escape_nul``), because PostgreSQL text cannot hold NUL;
 * a server that cannot be reached is :class:`StoreUnavailableError` naming host and database,
-  never the password; constraint failures are worded as SQLite words them.
+  never the password; constraint failures are worded as SQLite words them;
+* one engine per URL per process, and its pool is closed when the last ``SessionDB`` on it
+  closes (:func:`release`): a process that opens one store per tenant or per test would
+  otherwise keep a server connection for each until the server refuses more clients.
 
 psycopg is imported by SQLAlchemy when the first engine is made (the ``postgres`` extra), never
 by this module, so SQLite users do not need it.
@@ -42,6 +45,7 @@ from __future__ import annotations
 import functools
 import re
 import select
+import threading
 import time
 from typing import Any
 
@@ -101,6 +105,47 @@ _INTEGRITY_WORDS = {"23503": "FOREIGN KEY", "23505": "UNIQUE", "23502": "NOT NUL
 
 
 # --------------------------------------------------------------------------- engines
+
+_registry_lock = threading.Lock()
+_engines: dict[tuple[str, bool], Engine] = {}
+_HOLDERS = "hermes_holders"
+
+
+def open_engine(location: StoreLocation, readonly: bool) -> Engine:
+    """The process-wide engine of a server store (one per URL and mode)."""
+    key = (location.url.render_as_string(hide_password=False), readonly)
+    with _registry_lock:
+        engine = _engines.get(key)
+        if engine is None:
+            engine = _engines[key] = make_engine(location, readonly)
+    return engine
+
+
+def hold(engine: Engine) -> None:
+    """A ``SessionDB`` opened on ``engine``; each :func:`release` ends one such hold."""
+    with _registry_lock:
+        engine.info[_HOLDERS] = engine.info.get(_HOLDERS, 0) + 1  # type: ignore[attr-defined]
+
+
+def release(engine: Engine) -> None:
+    """A ``SessionDB`` on ``engine`` closed: when it was the last, close the pool's connections
+    and forget the engine (a later open makes a new one). Connections lent out at that moment
+    close when they come back."""
+    with _registry_lock:
+        left = max(engine.info.get(_HOLDERS, 0) - 1, 0)  # type: ignore[attr-defined]
+        engine.info[_HOLDERS] = left  # type: ignore[attr-defined]
+        if left:
+            return
+        for key in [k for k, e in _engines.items() if e is engine]:
+            del _engines[key]
+    engine.dispose()
+
+
+def dispose_all() -> None:
+    with _registry_lock:
+        for engine in _engines.values():
+            engine.dispose()
+        _engines.clear()
 
 
 def make_engine(location: StoreLocation, readonly: bool) -> Engine:

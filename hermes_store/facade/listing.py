@@ -40,14 +40,14 @@ def _needle(name: str, value: object) -> str | None:
 
 def _filters(source: object, exclude_sources: object, cwd_prefix: object,
              min_message_count: object, include_archived: object, archived_only: object,
-             visible_only: bool) -> session_list.Filters:
+             visible_only: bool, include_hidden: bool = False) -> session_list.Filters:
     return session_list.Filters(
         source=args.text("source", source), exclude_sources=_sources("exclude_sources",
                                                                      exclude_sources),
         cwd_prefix=args.text("cwd_prefix", cwd_prefix),
         min_message_count=_count("min_message_count", min_message_count),
         include_archived=bool(include_archived), archived_only=bool(archived_only),
-        visible_only=visible_only)
+        visible_only=visible_only, include_hidden=include_hidden)
 
 
 def list_sessions_rich(db: SessionDB, source: str | None = None,
@@ -57,12 +57,15 @@ def list_sessions_rich(db: SessionDB, source: str | None = None,
                        project_compression_tips: bool = True, order_by_last_active: bool = False,
                        include_archived: bool = False, archived_only: bool = False,
                        id_query: str | None = None, search_query: str | None = None,
-                       compact_rows: bool = False) -> list[dict[str, Any]]:
+                       compact_rows: bool = False,
+                       include_hidden: bool = False) -> list[dict[str, Any]]:
     """Session rows plus ``preview`` and ``last_active`` (``_lineage_root_id`` on projected
-    rows). ``id_query``/``search_query`` apply only with ``order_by_last_active``."""
+    rows). ``id_query``/``search_query`` apply only with ``order_by_last_active``; sessions the
+    agent marks ``hidden`` (schema 31) only with ``include_hidden``."""
     args.page(limit, offset)
     filters = _filters(source, exclude_sources, cwd_prefix, min_message_count,
-                       include_archived, archived_only, visible_only=not include_children)
+                       include_archived, archived_only, visible_only=not include_children,
+                       include_hidden=bool(include_hidden))
     ids, titles = _needle("id_query", id_query), _needle("search_query", search_query)
     return read_replica(db, lambda c: session_list.list_sessions(
         c, filters, now=time.time(), limit=limit, offset=offset,
@@ -75,9 +78,12 @@ def session_count(db: SessionDB, source: str | None = None, cwd_prefix: str | No
                   min_message_count: int = 0, include_archived: bool = False,
                   archived_only: bool = False, exclude_children: bool = False,
                   exclude_sources: Sequence[str] | None = None) -> int:
-    """Sessions passing the list's filters; archived ones only when asked (v11 counted all)."""
+    """Sessions passing the list's filters; archived ones only when asked (v11 counted all).
+    With ``exclude_children`` it counts what default pages show, so hidden sessions too are
+    left out."""
     filters = _filters(source, exclude_sources, cwd_prefix, min_message_count,
-                       include_archived, archived_only, visible_only=bool(exclude_children))
+                       include_archived, archived_only, visible_only=bool(exclude_children),
+                       include_hidden=not exclude_children)
     return read_replica(db, lambda c: session_list.count_sessions(c, filters))
 
 

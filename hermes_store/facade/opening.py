@@ -18,7 +18,7 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from hermes_store.db import engine as engine_mod
-from hermes_store.db import migrate, replica
+from hermes_store.db import migrate, postgres, replica
 from hermes_store.errors import SchemaMismatchError
 from hermes_store.ops import adoption
 from hermes_store.ops.schema_repair import repair_state_db_schema
@@ -28,8 +28,8 @@ log = logging.getLogger("hermes_store.facade")
 
 _lock = threading.Lock()
 _last_init_error: str | None = None
-# Resolved paths this process has tried to repair (the agent's module-level name: its tests
-# clear it between cases, and ``hermes_store.compat`` re-exports it).
+# Resolved paths this process has tried to repair (at most once each); the agent's tests clear
+# or replace this set by name, so the open path reads it through the module at each call.
 _repair_attempted_paths: set[str] = set()
 _no_fts5_noted = False
 
@@ -49,10 +49,13 @@ def note_no_fts5() -> None:
         "returning no results")
 
 
-def record_init_error(exc: BaseException) -> None:
+def _set_last_init_error(error: BaseException | str | None) -> None:
+    """Remember why an open failed (an exception becomes ``"Class: message"``); ``None``
+    forgets it. The agent's name: its tests call it to reset the state between cases."""
     global _last_init_error
+    text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else error
     with _lock:
-        _last_init_error = f"{type(exc).__name__}: {exc}"
+        _last_init_error = text
 
 
 def get_last_init_error() -> str | None:
@@ -112,7 +115,20 @@ def open_read_write(location: StoreLocation) -> Engine:
 def open_store(location: StoreLocation, *, read_only: bool) -> Engine:
     """The engine ``SessionDB`` serves from: read-write brings the store to what the facade
     needs (creating the file's folder); read-only does no schema work and refuses a store
-    behind head."""
+    behind head. A server's engine is held until :func:`close_store`."""
+    engine = _open_store(location, read_only=read_only)
+    if engine_mod.is_server(engine):
+        postgres.hold(engine)
+    return engine
+
+
+def close_store(engine: Engine) -> None:
+    """A ``SessionDB`` closed: the last one on a server's engine closes its connections."""
+    if engine_mod.is_server(engine):
+        postgres.release(engine)
+
+
+def _open_store(location: StoreLocation, *, read_only: bool) -> Engine:
     if not read_only:
         if location.path is not None:
             location.path.parent.mkdir(parents=True, exist_ok=True)

@@ -64,6 +64,7 @@ class SessionDB:
     _WRITE_RETRY_MIN_S = engine_mod.RETRY_MIN_S
     _WRITE_RETRY_MAX_S = engine_mod.RETRY_MAX_S
     _CHECKPOINT_EVERY_N_WRITES = engine_mod.CHECKPOINT_EVERY_N_WRITES
+    _OPTIMIZE_EVERY_N_WRITES = upkeep.EVERY_N_WRITES
 
     def __init__(self, db_path: str | os.PathLike[str] | StoreLocation | None = None,
                  read_only: bool = False, *, readonly: bool | None = None,
@@ -85,7 +86,7 @@ class SessionDB:
             self._open(db_path, bool(read_only or readonly))
             self._route = opening.read_route(self._engine, self.location, read_url)
         except Exception as exc:
-            opening.record_init_error(exc)
+            opening._set_last_init_error(exc)
             raise
         self._closed = False
 
@@ -106,7 +107,8 @@ class SessionDB:
         self.close()
 
     def close(self) -> None:
-        """PASSIVE checkpoint (best effort), then release the connections; idempotent."""
+        """PASSIVE checkpoint (best effort), then release the connections (on a server, the
+        last ``SessionDB`` on a URL closes its pool); idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -119,6 +121,7 @@ class SessionDB:
             self._raw = None
         if not self.readonly:
             engine_mod.checkpoint(self._engine, "PASSIVE")
+        opening.close_store(self._engine)
 
     @property
     def engine(self) -> Engine:

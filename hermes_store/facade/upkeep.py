@@ -32,6 +32,8 @@ class SessionDB(Protocol):
     @property
     def engine(self) -> Engine: ...
 
+    def optimize_fts(self) -> int: ...
+
 
 def optimize_fts(db: SessionDB) -> int:
     """Merge every search index present; returns how many of the word and substring indexes
@@ -55,11 +57,16 @@ def optimize_fts(db: SessionDB) -> int:
 
 
 def after_write(db: SessionDB, count: int) -> None:
-    """Called by the write path after each successful write, outside its transaction."""
-    if count % EVERY_N_WRITES:
+    """Called by the write path after each successful write, outside its transaction.
+
+    The cadence is the instance's ``_OPTIMIZE_EVERY_N_WRITES`` and the merge is the instance's
+    ``optimize_fts``, both looked up on each call: a caller may tune one store (0 turns the
+    periodic merge off) or wrap its merge, as the agent's own tests do."""
+    every = getattr(db, "_OPTIMIZE_EVERY_N_WRITES", EVERY_N_WRITES)
+    if not isinstance(every, int) or every <= 0 or count % every:
         return
     try:
-        optimize_fts(db)
+        db.optimize_fts()
     except Exception as err:  # noqa: BLE001 - upkeep must never fail the write that ran it
         log.warning("periodic optimize_fts failed: %s", err)
 

@@ -20,6 +20,9 @@
   identity sequence), so an id the source once handed out is never handed out again.
 * **Verified.** Each table's row count and checksum (``ops.checksum``) are computed the same way
   on both sides, printed, and a difference is an error naming the table.
+* **Idempotent.** Rerun into a finished copy of the same source, it copies nothing: it verifies
+  the counts and checksums again and reports the copy as already done (``already_copied``); a
+  difference found then is the same error as above.
 
 Sessions arrive without their parent link, which a second pass sets once every session exists
 (a child may sort before its parent); a parent id that names no session in the source is left
@@ -84,6 +87,8 @@ class CopyReport:
     source: str
     target: str
     resumed: bool = False
+    already_copied: bool = False
+    finished_at: float | None = None
     tables: dict[str, TableCopy] = field(default_factory=dict)
     created_tables: list[str] = field(default_factory=list)
     added_columns: list[str] = field(default_factory=list)
@@ -149,8 +154,10 @@ def _source_id(location: StoreLocation) -> str:
     return f"postgresql://{url.host or 'localhost'}:{url.port or 5432}/{url.database}"
 
 
-def _open_target(dest: StoreLocation, source_id: str) -> tuple[Engine, dict[str, Any] | None]:
-    """The target engine at head, and the progress of a copy in progress of this source."""
+def _open_target(dest: StoreLocation, source_id: str
+                 ) -> tuple[Engine, dict[str, Any] | None, dict[str, Any] | None]:
+    """The target engine at head, the progress of a copy in progress of this source, and the
+    marker of a finished copy of this source (a rerun: nothing to copy, only to verify)."""
     st = migrate.status(dest)
     if st.state in ("missing", "empty"):
         migrate.upgrade(dest)
@@ -161,16 +168,20 @@ def _open_target(dest: StoreLocation, source_id: str) -> tuple[Engine, dict[str,
     with reading(engine) as conn:
         progress = _marker(conn, PROGRESS_KEY)
         if progress is not None and progress.get("source") == source_id:
-            return engine, progress
-        used = _holds_data(conn)
+            return engine, progress, None
         done = _marker(conn, DONE_KEY)
-    if used is not None or progress is not None:
-        what = (f"a copy in progress from {progress.get('source')}" if progress else
-                f"a finished copy of {done.get('source')}" if done else f"rows in {used}")
+        if progress is None and done is not None and done.get("source") == source_id:
+            return engine, None, done
+        used = _holds_data(conn)
+    if progress is not None:
         raise TargetNotEmptyError(
-            f"{dest.display} is not empty ({what}); copy into an empty store, or rerun with "
-            "the same source to resume")
-    return engine, None
+            f"{dest.display} is not empty (a copy in progress from {progress.get('source')}); "
+            "copy into an empty store, or resume that copy from its own source")
+    if used is not None:
+        what = f"a finished copy of {done.get('source')}" if done else f"rows in {used}"
+        raise TargetNotEmptyError(
+            f"{dest.display} is not empty ({what}); copy into an empty store")
+    return engine, None, None
 
 
 # --------------------------------------------------------------------------- copying
@@ -351,6 +362,31 @@ def _only_copied_markers(conn: Connection, rows: Iterable[Sequence[Any]]
     return (r for r in rows if _copied_marker(r[0]))
 
 
+def _reverify(src_engine: Engine, dst_engine: Engine, finished: dict[str, Any], batch: int,
+              report: CopyReport, started: float) -> CopyReport:
+    """A rerun into a finished copy of the same source: nothing is copied; every table is
+    counted and checksummed again on both sides."""
+    report.already_copied = True
+    report.finished_at = finished.get("finished_at")
+    plan = make_plan(src_engine, dst_engine, budget=COPY_BUDGET_S)
+    report.not_copied = plan.not_copied
+    _checked(src_engine, dst_engine, plan, batch, report, started,
+             f"{report.target} is a finished copy of {report.source} but differs from it now",
+             "(was either store written since?); copy into an empty store to copy it again")
+    return report
+
+
+def _checked(src_engine: Engine, dst_engine: Engine, plan: CopyPlan, batch: int,
+             report: CopyReport, started: float, differs: str, hint: str) -> None:
+    """Verify both sides into the report and time it; a difference raises
+    :class:`CopyMismatchError` naming the tables (``differs in <tables> <hint>``)."""
+    _verify(src_engine, dst_engine, plan, batch, report)
+    report.seconds = round(time.monotonic() - started, 3)
+    if not report.verified:
+        bad = [n for n, t in report.tables.items() if not t.matches]
+        raise CopyMismatchError(f"{differs} in {', '.join(bad)} {hint}", report=report)
+
+
 # --------------------------------------------------------------------------- the command
 
 
@@ -374,9 +410,11 @@ def copy_store(source: str | StoreLocation, dest: str | StoreLocation, *,
             f"{src_loc.display} is {st.describe()}: run `hermes-store upgrade` on it first",
             state=st.state, current=st.current, head=st.head)
     src_engine = open_engine(src_loc, readonly=True)
-    dst_engine, marker = _open_target(dst_loc, source_id)
+    dst_engine, marker, finished = _open_target(dst_loc, source_id)
     report = CopyReport(source=src_loc.display, target=dst_loc.display,
                         resumed=marker is not None)
+    if finished is not None:
+        return _reverify(src_engine, dst_engine, finished, batch, report, started)
     marker = marker or {"source": source_id, "done": [], "after": {}, "rows": {}}
     if not report.resumed:
         run_write(dst_engine, lambda c: _set_marker(c, PROGRESS_KEY, marker), what="copy")
@@ -396,14 +434,9 @@ def copy_store(source: str | StoreLocation, dest: str | StoreLocation, *,
     report.sequence = high
     run_write(dst_engine, lambda c: keep_ids_above(c, _MESSAGES, high), what="copy")
     _catch_up_search(dst_engine)
-    _verify(src_engine, dst_engine, plan, batch, report)
-    report.seconds = round(time.monotonic() - started, 3)
-    if not report.verified:
-        bad = [n for n, t in report.tables.items() if not t.matches]
-        raise CopyMismatchError(
-            f"the copy differs from {src_loc.display} in {', '.join(bad)} (was the source "
-            "written during the copy?); the target keeps its progress marker",
-            report=report)
+    _checked(src_engine, dst_engine, plan, batch, report, started,
+             f"the copy differs from {src_loc.display}",
+             "(was the source written during the copy?); the target keeps its progress marker")
     done = {"source": source_id, "finished_at": time.time(),
             "rows": {n: t.target_count for n, t in report.tables.items()}}
 

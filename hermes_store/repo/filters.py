@@ -19,7 +19,6 @@ from datetime import datetime
 from sqlalchemy import (
     ColumnElement,
     Connection,
-    MetaData,
     Table,
     and_,
     func,
@@ -29,6 +28,7 @@ from sqlalchemy import (
     true,
 )
 
+from hermes_store.db import catalog
 from hermes_store.db.dialect import json_values
 from hermes_store.db.models import ChatSession
 from hermes_store.errors import UsageError
@@ -318,7 +318,7 @@ def matching(conn: Connection, flt: SessionFilter, *,
     shows roots projected onto their tips)."""
     if flt.is_empty:
         return None
-    live = Table("sessions", MetaData(), autoload_with=conn).alias("flt")
+    live = catalog.reflect(conn, "sessions").alias("flt")
     activity = lineage.last_activity(live, flt.now)
     if by_lineage:
         chain = lineage.lineage_activity(now=flt.now).subquery("chain")

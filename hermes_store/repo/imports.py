@@ -25,6 +25,7 @@ from sqlalchemy import Connection, insert, select, update
 
 from hermes_store.db.models import ChatSession
 from hermes_store.repo import messages as message_repo
+from hermes_store.repo import prompts
 from hermes_store.repo.messages import PreparedMessage
 from hermes_store.repo.sessions import dump_json
 from hermes_store.repo.titles import sanitize_title
@@ -342,36 +343,42 @@ def _title_clashes(conn: Connection, fresh: list[Entry]) -> list[dict[str, Any]]
 
 
 def _attach(conn: Connection, fresh: list[Entry], existing: set[str]) -> int:
-    """Link each fresh child to its parent when that exists and no cycle results; the rest stay
-    roots. Returns how many stayed detached."""
+    """Link each fresh child to its parent when that exists; where the payload's links form a
+    cycle, the link of the cycle's first session in import order is left off (so a walk up
+    from any of them ends). Returns how many children stayed roots."""
     fresh_ids = {e.session_id for e in fresh}
     wanted = [e for e in fresh if e.parent_id is not None]
     outside = sorted({e.parent_id for e in wanted} - fresh_ids - existing)  # type: ignore[misc]
     known = fresh_ids | existing | _present(conn, outside)
-    parent_of: dict[str, str] = {}
-    detached = 0
-    for entry in wanted:
-        parent = entry.parent_id
-        assert parent is not None
-        if parent not in known or _reaches(parent, entry.session_id, parent_of):
-            detached += 1
-            continue
-        parent_of[entry.session_id] = parent
-        conn.execute(update(sessions).where(sessions.c.id == entry.session_id)
+    parent_of = {e.session_id: e.parent_id for e in wanted if e.parent_id in known}
+    detached = len(wanted) - len(parent_of)
+    for start in _cycle_starts([e.session_id for e in fresh], parent_of):
+        del parent_of[start]
+        detached += 1
+    for child, parent in parent_of.items():
+        conn.execute(update(sessions).where(sessions.c.id == child)
                      .values(parent_session_id=parent))
     return detached
 
 
-def _reaches(start: str, target: str, parent_of: dict[str, str]) -> bool:
-    """Whether walking up from ``start`` meets ``target``. Only sessions of this import can lead
-    back to a fresh one (stored rows never point at ids that did not exist), and their links
-    are kept acyclic here, so the walk ends."""
-    node: str | None = start
-    while node is not None:
-        if node == target:
-            return True
-        node = parent_of.get(node)
-    return False
+def _cycle_starts(order: list[str], parent_of: dict[str, str]) -> list[str]:
+    """The first session, in ``order``, of each cycle of ``parent_of`` (every id has one
+    parent at most, so each cycle is found once, by the walk that first enters it). Stored
+    rows never point at ids that did not exist, so only this import's links can close one."""
+    rank = {sid: i for i, sid in enumerate(order)}
+    done: set[str] = set()
+    starts: list[str] = []
+    for sid in order:
+        path: dict[str, int] = {}  # id -> its place on this walk
+        node: str | None = sid
+        while node is not None and node not in done and node not in path:
+            path[node] = len(path)
+            node = parent_of.get(node)
+        if node is not None and node in path:
+            cycle = list(path)[path[node]:]
+            starts.append(min(cycle, key=rank.__getitem__))
+        done.update(path)
+    return starts
 
 
 def run(conn: Connection, plan: Plan) -> dict[str, Any]:
@@ -383,6 +390,7 @@ def run(conn: Connection, plan: Plan) -> dict[str, Any]:
         return failure(clashes)
     if fresh:
         conn.execute(insert(sessions), [e.row for e in fresh])
+        prompts.move(conn, [e.session_id for e in fresh])
     message_repo.append_many(conn, [m for entry in fresh for m in entry.messages])
     detached = _attach(conn, fresh, existing)
     skipped = [e.session_id for e in plan.entries if e.session_id in existing]

@@ -25,12 +25,19 @@ from sqlalchemy import (
 )
 
 from hermes_store.content import MULTIMODAL_PREFIX, text_of
+from hermes_store.db import catalog
 from hermes_store.db.dialect import starts_with
 from hermes_store.db.models import ChatSession, Message
 from hermes_store.errors import AmbiguousSessionError, SessionNotFoundError
-from hermes_store.repo import lineage
+from hermes_store.repo import lineage, prompts
 from hermes_store.repo.filters import SessionFilter, matching
-from hermes_store.repo.sessions import Executor, exists, full_row, ids_with_prefix
+from hermes_store.repo.sessions import (
+    Executor,
+    connection_of,
+    exists,
+    full_row,
+    ids_with_prefix,
+)
 
 sessions = ChatSession.__table__
 messages = Message.__table__
@@ -39,6 +46,7 @@ PREVIEW_CHARS = 60
 # Enough raw text for a 60-character preview after newlines and surrounding blanks go.
 _PREVIEW_FETCH = 400
 BRANCHED = "branched"
+HIDDEN = "hidden"
 # Columns a projected listing row takes from its lineage's tip (docs/contracts.md#listing).
 # A session argument is a full id or a unique prefix of at least this many characters.
 MIN_PREFIX = 4
@@ -82,7 +90,8 @@ def recent_sessions_query(limit: int = 20, *, now: float | None = None) -> Selec
 
 
 def recent_sessions(conn: Executor, limit: int = 20) -> list[dict[str, Any]]:
-    return [_finish_row(row) for row in conn.execute(recent_sessions_query(limit)).mappings()]
+    return with_prompts(conn, [_finish_row(row)
+                               for row in conn.execute(recent_sessions_query(limit)).mappings()])
 
 
 def token_usage_by_model_query() -> Select:
@@ -121,6 +130,20 @@ def _finish_row(row: Any) -> dict[str, Any]:
     return item
 
 
+def with_prompts(conn: Executor, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with prompts stored by hash filled in (:mod:`hermes_store.repo.prompts`)."""
+    prompts.resolve(connection_of(conn), rows)
+    return rows
+
+
+def not_hidden(conn: Executor) -> Any:
+    """``hidden = 0`` (NULL counts as 0) when the store has the agent's ``hidden`` column
+    (schema 31: sessions a user hid from their lists); None when it has no such column."""
+    if not any(c.name == HIDDEN for c in catalog.columns(connection_of(conn), "sessions")):
+        return None
+    return func.coalesce(literal_column(f"sessions.{HIDDEN}"), 0) == 0
+
+
 def _source_filters(source: str | None, exclude_sources: Sequence[str] | None) -> list[Any]:
     clauses = []
     if source is not None:
@@ -150,11 +173,13 @@ def list_sessions_rich(conn: Executor, *, source: str | None = None,
                        project_compression_tips: bool = True,
                        order_by_last_active: bool = False,
                        where: Any = None, pinned_first: bool = False,
-                       now: float | None = None) -> list[dict[str, Any]]:
+                       now: float | None = None,
+                       include_hidden: bool = False) -> list[dict[str, Any]]:
     """Session rows plus ``preview`` and ``last_active`` (docs/contracts.md#listing).
 
     ``where`` is an extra clause over ``sessions`` (the CLI's filter set); ``pinned_first``
-    puts pinned rows before the others (``hermes-store list``)."""
+    puts pinned rows before the others (``hermes-store list``); sessions the agent marks
+    ``hidden`` are left out unless ``include_hidden``."""
     now = time.time() if now is None else now
     last_active = lineage.last_activity(sessions, now)
     query = (select(literal_column("*"),
@@ -166,6 +191,9 @@ def list_sessions_rich(conn: Executor, *, source: str | None = None,
         query = query.where(where)
     if not include_children:
         query = query.where(visible_clause())
+    hidden = None if include_hidden else not_hidden(conn)
+    if hidden is not None:
+        query = query.where(hidden)
     if pinned_first:
         query = query.order_by(sessions.c.pinned.desc())
     if order_by_last_active:
@@ -177,7 +205,7 @@ def list_sessions_rich(conn: Executor, *, source: str | None = None,
     else:
         query = query.order_by(sessions.c.started_at.desc(), sessions.c.id.desc())
     query = query.limit(limit).offset(offset)
-    rows = [_finish_row(r) for r in conn.execute(query).mappings()]
+    rows = with_prompts(conn, [_finish_row(r) for r in conn.execute(query).mappings()])
     if project_compression_tips and not include_children:
         rows = [_project(conn, row, now) for row in rows]
     return rows
@@ -196,7 +224,7 @@ def _project(conn: Executor, row: dict[str, Any], now: float) -> dict[str, Any]:
         .select_from(sessions).where(sessions.c.id == tip_id)).mappings().first()
     if tip is None:
         return row
-    tip_row = _finish_row(tip)
+    tip_row = with_prompts(conn, [_finish_row(tip)])[0]
     projected = dict(row)
     for key in TIP_COLUMNS:
         projected[key] = tip_row.get(key)
@@ -215,7 +243,7 @@ def search_sessions(conn: Executor, *, source: str | None = None, limit: int | N
         query = query.limit(limit)
     if offset:
         query = query.offset(offset)
-    return [dict(r) for r in conn.execute(query).mappings()]
+    return with_prompts(conn, [dict(r) for r in conn.execute(query).mappings()])
 
 
 def iter_session_ids_for_export(conn: Executor, *, source: str | None = None,
@@ -231,9 +259,9 @@ def sessions_by_id(conn: Executor, ids: Sequence[str]) -> Iterator[dict[str, Any
     """Full rows of the given sessions, in batches of bound parameters."""
     for start in range(0, len(ids), 900):
         chunk = list(ids[start:start + 900])
-        yield from (full_row(r) for r in conn.execute(
+        yield from with_prompts(conn, [full_row(r) for r in conn.execute(
             select(literal_column("*")).select_from(sessions)
-            .where(sessions.c.id.in_(chunk))).mappings())
+            .where(sessions.c.id.in_(chunk))).mappings()])
 
 
 
@@ -310,7 +338,7 @@ class ListingPage:
 def list_matching(conn: Connection, flt: SessionFilter, *, limit: int = 20, offset: int = 0,
                   include_archived: bool = False, only_archived: bool = False,
                   only_pinned: bool = False, only_open: bool = False,
-                  include_children: bool = False) -> ListingPage:
+                  include_children: bool = False, include_hidden: bool = False) -> ListingPage:
     """``hermes-store list``: visible lineage tips passing the filter (activity over the whole
     lineage), pinned first, then by last activity; ``more`` from fetching one row extra."""
     clauses = [c for c in (matching(conn, flt, by_lineage=True),) if c is not None]
@@ -325,7 +353,7 @@ def list_matching(conn: Connection, flt: SessionFilter, *, limit: int = 20, offs
     rows = list_sessions_rich(conn, limit=limit + 1, offset=offset,
                               include_children=include_children, order_by_last_active=True,
                               pinned_first=True, where=and_(*clauses) if clauses else None,
-                              now=flt.now)
+                              now=flt.now, include_hidden=include_hidden)
     return ListingPage(rows[:limit], len(rows) > limit)
 
 

@@ -91,6 +91,7 @@ class Filters:
     include_archived: bool = False
     archived_only: bool = False
     visible_only: bool = True
+    include_hidden: bool = False
 
     def clauses(self) -> list[ColumnElement[bool]]:
         found: list[ColumnElement[bool]] = []
@@ -109,6 +110,11 @@ class Filters:
         if self.visible_only:
             found.append(visible_clause())
         return found
+
+    def clauses_on(self, conn: Executor) -> list[ColumnElement[bool]]:
+        """:meth:`clauses`, plus the agent's ``hidden`` flag where the store has one."""
+        hidden = None if self.include_hidden else listing.not_hidden(conn)
+        return [*self.clauses(), *([hidden] if hidden is not None else [])]
 
 
 # --------------------------------------------------------------------------- needles
@@ -231,6 +237,8 @@ def project_to_tip(conn: Executor, row: dict[str, Any], *, now: float,
     if tip is None:
         return row
     tip_row = finish_row(tip, compact=columns is not None)
+    if columns is None:
+        listing.with_prompts(conn, [tip_row])
     projected = dict(row)
     for key in TIP_COLUMNS:
         if key in tip_row:
@@ -250,7 +258,7 @@ def list_sessions(conn: Executor, filters: Filters, *, now: float, limit: int = 
     """``list_sessions_rich`` (docs/v21.md#parameters): session rows plus ``preview`` and
     ``last_active``; the needles apply only with ``order_by_last_active``."""
     columns = live_columns(conn, compact=compact_rows)
-    where = filters.clauses()
+    where = filters.clauses_on(conn)
     query = row_query(now, columns).where(*where)
     if order_by_last_active:
         needles = [id_matches(id_query)] if id_query else []
@@ -270,6 +278,8 @@ def list_sessions(conn: Executor, filters: Filters, *, now: float, limit: int = 
         query = query.order_by(sessions.c.started_at.desc(), sessions.c.id.desc())
     rows = [finish_row(r, compact=compact_rows)
             for r in conn.execute(query.limit(limit).offset(offset)).mappings()]
+    if not compact_rows:
+        listing.with_prompts(conn, rows)
     if project_compression_tips and filters.visible_only:
         rows = [project_to_tip(conn, row, now=now, columns=columns) for row in rows]
     return rows
@@ -278,5 +288,5 @@ def list_sessions(conn: Executor, filters: Filters, *, now: float, limit: int = 
 def count_sessions(conn: Executor, filters: Filters) -> int:
     """``session_count``: the sessions the list's filters pass (every row is counted; with
     ``visible_only`` the rows a default list pages through)."""
-    query = select(func.count()).select_from(sessions).where(*filters.clauses())
+    query = select(func.count()).select_from(sessions).where(*filters.clauses_on(conn))
     return int(conn.execute(query).scalar() or 0)

@@ -20,7 +20,7 @@ from hermes_store.content import check_integer, check_key, check_text, dump_json
 from hermes_store.db.dialect import insert
 from hermes_store.db.models import ChatSession, StateMeta
 from hermes_store.errors import TitleInUseError
-from hermes_store.repo import titles
+from hermes_store.repo import prompts, titles
 
 sessions = ChatSession.__table__
 state_meta = StateMeta.__table__
@@ -104,11 +104,18 @@ def create_or_fill(conn: Executor, session_id: str, source: str, values: Mapping
     ``source`` replaces only the placeholder ``'unknown'``; ``started_at`` never changes. An
     unknown ``parent_session_id`` fails with ``IntegrityError`` and writes nothing.
     """
+    prompt = values.get("system_prompt")
+    if prompt is not None and prompts.hashed(connection_of(conn)):
+        values = {k: v for k, v in values.items() if k != "system_prompt"}
+    else:
+        prompt = None
     stmt = insert(conn, sessions).values(id=session_id, source=source, started_at=now, **values)
     fill = {name: func.coalesce(sessions.c[name], stmt.excluded[name]) for name in values}
     fill["source"] = case((sessions.c.source == PLACEHOLDER_SOURCE, stmt.excluded.source),
                           else_=sessions.c.source)
     conn.execute(stmt.on_conflict_do_update(index_elements=[sessions.c.id], set_=fill))
+    if prompt is not None:
+        prompts.fill(connection_of(conn), session_id, prompt)
     return session_id
 
 
@@ -121,7 +128,7 @@ def get_session(conn: Executor, session_id: str) -> dict[str, Any] | None:
     """Every column of the live table (adopted stores may have more than the model)."""
     row = conn.execute(select(literal_column("*")).select_from(sessions)
                        .where(sessions.c.id == session_id)).mappings().first()
-    return full_row(row) if row is not None else None
+    return full_row(prompts.resolve_one(connection_of(conn), row)) if row is not None else None
 
 
 def full_row(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -183,6 +190,8 @@ def reopen_session(conn: Executor, session_id: str) -> bool:
 
 
 def update_system_prompt(conn: Executor, session_id: str, system_prompt: str | None) -> bool:
+    if prompts.hashed(connection_of(conn)):
+        return prompts.replace(connection_of(conn), session_id, system_prompt)
     result = conn.execute(update(sessions).where(sessions.c.id == session_id)
                           .values(system_prompt=system_prompt))
     return result.rowcount > 0

@@ -8,7 +8,8 @@ from __future__ import annotations
 from sqlalchemy import update
 
 from hermes_store.db.models import ChatSession
-from hermes_store.repo.sessions import Executor
+from hermes_store.repo import prompts
+from hermes_store.repo.sessions import Executor, connection_of
 
 sessions = ChatSession.__table__
 
@@ -25,6 +26,8 @@ def update_billing_route(conn: Executor, session_id: str, *, provider: str | Non
     if billing_mode is not None:
         values["billing_mode"] = billing_mode
     conn.execute(update(sessions).where(sessions.c.id == session_id).values(**values))
+    if prompts.hashed(connection_of(conn)):
+        prompts.replace(connection_of(conn), session_id, None)  # the reference goes with the text
 
 
 def update_meta(conn: Executor, session_id: str, model_config: str | None,

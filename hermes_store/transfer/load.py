@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, MetaData, Table, insert, or_, select, update
+from sqlalchemy import Connection, Engine, Table, insert, or_, select, update
 
 from hermes_store.content import encode_content, encode_tool_calls
+from hermes_store.db import catalog
 from hermes_store.db.engine import APPEND_BUDGET_S, reading, run_write
 from hermes_store.db.models import ChatSession
 from hermes_store.errors import (
@@ -41,6 +42,7 @@ from hermes_store.errors import (
     UsageError,
 )
 from hermes_store.repo import messages as message_repo
+from hermes_store.repo import prompts
 from hermes_store.repo.titles import MAX_TITLE_LENGTH, sanitize_title
 from hermes_store.transfer.builder import ImportedSession
 from hermes_store.transfer.cells import stored_cell
@@ -168,9 +170,7 @@ def import_paths(engine: Engine, paths: Iterable[str | os.PathLike[str]], *,
 # --------------------------------------------------------------------------- shared writes
 
 def _reflect(conn: Connection) -> tuple[Table, Table]:
-    md = MetaData()
-    md.reflect(conn, only=["sessions", "messages"])
-    return md.tables["sessions"], md.tables["messages"]
+    return catalog.reflect(conn, "sessions"), catalog.reflect(conn, "messages")
 
 
 def _append(conn: Connection, messages: Table, rows: list[dict[str, Any]],
@@ -304,6 +304,7 @@ def _write_record(conn: Connection, sessions: Table, messages: Table, record: di
     _append(conn, messages, rows, keep_ids=True)
     if held:
         conn.execute(update(sessions).where(sessions.c.id == sid).values(**held))
+    prompts.move(conn, [sid])
     return "replaced" if exists else "imported"
 
 
@@ -473,6 +474,7 @@ def _write_foreign(conn: Connection, parsed: ImportedSession, sid: str, plan: st
         rows = _message_rows(parsed, sid)
         conn.execute(insert(SESSIONS).values(id=sid, message_count=0, tool_call_count=0,
                                              **values))
+        prompts.move(conn, [sid])
         _append(conn, messages, rows, keep_ids=False)
         return len(rows)
     current = _provenance_of(conn.scalar(select(s.origin_json).where(s.id == sid)))
@@ -483,6 +485,7 @@ def _write_foreign(conn: Connection, parsed: ImportedSession, sid: str, plan: st
         rows = _message_rows(parsed, sid)
         values["title"] = _unique_title(conn, SESSIONS, parsed.title, sid)
         conn.execute(update(SESSIONS).where(s.id == sid).values(**values))
+        prompts.move(conn, [sid])
         _append(conn, messages, rows, keep_ids=False)
         return len(rows)
     prev_n = int(current.get("messages_imported") or 0)

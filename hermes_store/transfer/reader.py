@@ -18,7 +18,6 @@ from typing import Any
 from sqlalchemy import (
     Connection,
     Engine,
-    MetaData,
     Select,
     Table,
     and_,
@@ -26,8 +25,10 @@ from sqlalchemy import (
     select,
 )
 
+from hermes_store.db import catalog
 from hermes_store.db.engine import reading
 from hermes_store.db.sqlite_driver import UndecodableText
+from hermes_store.repo import prompts
 from hermes_store.repo.retention import lineage_of
 
 __all__ = ["MESSAGE_PAGE", "StoreReader"]
@@ -46,7 +47,6 @@ class StoreReader:
     conn: Connection | None
     sessions: Table
     messages: Table
-    system_prompts: Table | None = None
     engine: Engine | None = None
 
     @classmethod
@@ -56,13 +56,8 @@ class StoreReader:
                 reader = cls.reflect(conn)
             reader.conn, reader.engine = None, source
             return reader
-        md = MetaData()
-        names = set(source.dialect.get_table_names(source))
-        md.reflect(source, only=[n for n in ("sessions", "messages", "system_prompts") if n in names])
-        prompts = md.tables.get("system_prompts")
-        if prompts is not None and not {"hash", "prompt"} <= set(prompts.c.keys()):
-            prompts = None
-        return cls(source, md.tables["sessions"], md.tables["messages"], prompts)
+        return cls(source, catalog.reflect(source, "sessions"),
+                   catalog.reflect(source, "messages"))
 
     @contextlib.contextmanager
     def scope(self) -> Iterator[None]:
@@ -100,15 +95,8 @@ class StoreReader:
         """All live columns of one session; ``system_prompt`` resolved through its hash table."""
         t = self.sessions
         rows = self._rows(t, t.c.id == session_id, t.c.id, limit=None)
-        if not rows:
-            return None
-        row = rows[0]
-        if (row.get("system_prompt") is None and self.system_prompts is not None
-                and row.get("system_prompt_hash")):
-            p = self.system_prompts.c
-            row["system_prompt"] = self._c.scalar(
-                select(p.prompt).where(p.hash == row["system_prompt_hash"]))
-        return row
+        prompts.resolve(self._c, rows)
+        return rows[0] if rows else None
 
     def message_stats(self, session_id: str) -> tuple[int, float | None]:
         """(rows in the store, newest message time) for one session."""
