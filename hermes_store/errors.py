@@ -220,3 +220,19 @@ class CopyMismatchError(HermesStoreError):
     def __init__(self, message: str, *, report: object = None):
         super().__init__(message)
         self.report = report
+
+
+class StoreUnopenableError(HermesStoreError, sqlite3.OperationalError):
+    """The store's location cannot be opened the way it was asked for: ``reason`` is
+    ``directory``, ``permission`` (may not read it), ``read_only`` (a write to a file or
+    directory we may not write) or ``not_sqlite`` (a file that is not an SQLite database).
+
+    An ``sqlite3.OperationalError``, which is what "unable to open database file" was before.
+    """
+
+    exit_code = 1
+    code = "cannot_open"
+
+    def __init__(self, message: str, *, reason: str):
+        super().__init__(message)
+        self.reason = reason

@@ -152,7 +152,7 @@ def _fail(ctx: click.Context, err: HermesStoreError) -> NoReturn:
             for r in getattr(err, "candidate_rows", None) or []]
     if obj is not None and obj.as_json:
         error: dict[str, Any] = {"code": err.code, "message": str(err)}
-        for attr in ("candidates", "holders", "state"):
+        for attr in ("candidates", "holders", "state", "reason"):
             if getattr(err, attr, None):
                 error[attr] = getattr(err, attr)
         if rows:
@@ -347,13 +347,18 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 
 
 def open_read(obj: Ctx) -> Any:
-    """The store's engine opened read-only at head, or None (with a note) when there is none."""
+    """The store's engine opened read-only at head, or None (with a note) for a store file
+    that exists and holds nothing yet. A missing one is exit 3: a mistyped ``--db`` must not
+    read as an empty store."""
     from hermes_store.db import migrate
     from hermes_store.db.engine import open_engine
 
     st = migrate.status(obj.db)
-    if st.state in ("missing", "empty"):
-        obj.note(f"note: no store at {obj.db} yet (`hermes-store upgrade` creates one)")
+    if st.state == "missing":
+        raise StoreNotFoundError(f"no store at {obj.db} (check the path; `hermes-store "
+                                 "upgrade` creates one)")
+    if st.state == "empty":
+        obj.note(f"note: the store at {obj.db} is empty (`hermes-store upgrade` sets it up)")
         return None
     require_head(obj, st)
     return open_engine(obj.db, readonly=True)

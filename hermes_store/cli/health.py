@@ -20,6 +20,7 @@ from hermes_store.cli.app import (
     require_head,
 )
 from hermes_store.cli.render import commands_marked, iso, out_console, size, visible, when
+from hermes_store.errors import StoreUnopenableError
 
 if TYPE_CHECKING:
     from hermes_store.ops import stats
@@ -144,11 +145,7 @@ def doctor(obj: Ctx, full: bool) -> None:
 
         _doctor_done(obj, server.diagnose(open_engine(obj.db, readonly=True), str(obj.db)))
         return
-    if not obj.db.exists():
-        obj.note(f"note: no store at {obj.db} yet (`hermes-store upgrade` creates one)")
-        obj.emit("doctor", {"path": str(obj.db), "exists": False, "healthy": True,
-                            "findings": []}, f"{obj.db}: no store")
-        return
+    need_store(obj.db)
     from hermes_store.db.engine import open_engine, reading
     from hermes_store.ops import stats
     from hermes_store.ops.holders import find_holders
@@ -159,6 +156,8 @@ def doctor(obj: Ctx, full: bool) -> None:
         with reading(engine) as conn:
             report = stats.diagnose(conn, obj.db, full=full, holders=holders,
                                     sqlite_version=sqlite3.sqlite_version_info)
+    except StoreUnopenableError:
+        raise  # a directory, a file we may not read, not SQLite at all: not damage
     except sqlite3.DatabaseError as err:
         report = stats.DoctorReport(
             str(obj.db), {"state": "unreadable"},

@@ -60,7 +60,13 @@ from hermes_store.errors import (
     StoreNotFoundError,
     StoreReplacedError,
 )
-from hermes_store.paths import StoreLocation, require_parent, resolve_location
+from hermes_store.paths import (
+    StoreLocation,
+    open_problem,
+    require_parent,
+    resolve_location,
+    writable_place,
+)
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +231,7 @@ def _module_available(module: str) -> bool:
 def _connect_factory(path: str, readonly: bool) -> Callable[[], sqlite3.Connection]:
     def connect() -> sqlite3.Connection:
         if readonly:
-            target = Path(path).resolve().as_uri() + "?mode=ro"
+            target = Path(path).resolve().as_uri() + _read_only_parameters(path)
             dbapi = sqlite3.connect(target, uri=True, timeout=BUSY_TIMEOUT_S,
                                     check_same_thread=False, isolation_level=None)
         else:
@@ -247,6 +253,19 @@ def _connect_factory(path: str, readonly: bool) -> Callable[[], sqlite3.Connecti
         return dbapi
 
     return connect
+
+
+def _read_only_parameters(path: str) -> str:
+    """``mode=ro``, plus ``immutable=1`` where a WAL store could not be read otherwise.
+
+    Reading a WAL store needs its ``-shm`` (SQLite creates it when missing). In a directory
+    this user may not write, with no ``-wal`` beside the file, there is nothing uncommitted to
+    read and no way to make the index: ``immutable`` reads the file as it is. Anywhere else
+    ``mode=ro`` sees other processes' commits as usual.
+    """
+    if not writable_place(Path(path)) and not os.path.exists(f"{path}-wal"):
+        return "?mode=ro&immutable=1"
+    return "?mode=ro"
 
 
 def _install_transaction_control(engine: Engine) -> None:
@@ -324,6 +343,9 @@ def open_engine(target: str | os.PathLike[str] | StoreLocation, *,
     with _registry_lock:
         engine = _engines.get(key)
         if engine is None:
+            problem = open_problem(p, write=not readonly)
+            if problem is not None:
+                raise problem
             engine = _engines[key] = _make_engine(key[0], readonly, location)
     return engine
 
