@@ -99,7 +99,7 @@ def _as_other_user(*args: str) -> subprocess.CompletedProcess[str]:
         assert setpriv, "running as root needs setpriv(1) to test as another user"
         drop = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
     return subprocess.run([*drop, sys.executable, "-m", "hermes_store.cli", *args],
-                          capture_output=True, text=True, timeout=120, cwd="/",
+                          capture_output=True, text=True, timeout=120, cwd="/", check=False,
                           env={**os.environ, "HERMES_HOME": "/nonexistent"})
 
 
