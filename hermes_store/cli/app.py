@@ -293,9 +293,11 @@ class StoreGroup(click.Group):
         try:
             return super().invoke(ctx)
         except HermesStoreError as err:
+            if isinstance(err.__cause__, BrokenPipeError):  # `export - | head`
+                _stdout_failed(ctx, err.__cause__)
             _fail(ctx, err)
         except OSError as err:
-            if err.filename is None and not _stdout_writable():
+            if err.errno == errno.EPIPE or (err.filename is None and not _stdout_writable()):
                 _stdout_failed(ctx, err)
             _fail(ctx, HermesStoreError(f"{err.filename}: {err.strerror or err}"
                                         if err.filename is not None else str(err)))
@@ -321,16 +323,23 @@ def _stdout_writable() -> bool:
     return True
 
 
-def _stdout_failed(ctx: click.Context, err: OSError) -> NoReturn:
-    """Standard output cannot take more (a full disk, a closed pipe): say so on stderr and
-    point stdout at /dev/null so the interpreter's last flush does not fail again. A closed
-    pipe is the reader's choice (``| head``) and is not reported."""
+def stdout_to_devnull() -> None:
+    """Point standard output at /dev/null, so the interpreter's last flush of what a closed
+    pipe or a full disk refused does not fail again on the way out."""
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except (OSError, ValueError, io.UnsupportedOperation):
         pass  # not a real file descriptor (a test runner's buffer): nothing will flush it
-    if err.errno != errno.EPIPE:
-        click.echo(f"error: cannot write to standard output: {err.strerror or err}", err=True)
+
+
+def _stdout_failed(ctx: click.Context, err: OSError) -> NoReturn:
+    """Standard output cannot take more (a full disk, a closed pipe): say so on stderr and
+    point stdout at /dev/null so the interpreter's last flush does not fail again. A closed
+    pipe is the reader's choice (``| head``): exit 0, nothing said."""
+    stdout_to_devnull()
+    if err.errno == errno.EPIPE:
+        ctx.exit(0)  # as `git log | head`: the reader has all it wanted
+    click.echo(f"error: cannot write to standard output: {err.strerror or err}", err=True)
     ctx.exit(1)
 
 

@@ -3,7 +3,9 @@ made safe for a terminal. Nothing here touches the store."""
 
 from __future__ import annotations
 
+import errno
 import functools
+import os
 import re
 import sys
 import time
@@ -48,6 +50,12 @@ def _console_class() -> type[Console]:
         def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
             super().print(*(visible(o) if isinstance(o, str) else o for o in objects),
                           **kwargs)
+
+        def on_broken_pipe(self) -> None:
+            # rich's own answer is SystemExit(1); the command's handler makes a reader that
+            # closed the pipe (`| head -1`) exit 0, whichever way the output was written.
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
     return SafeConsole
 
