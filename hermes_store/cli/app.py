@@ -289,9 +289,23 @@ class StoreGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl([(name, COMMANDS[name][1]) for name in self.list_commands(ctx)])
 
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        argv = list(args)  # click's parser consumes the list it is given
+        try:
+            ctx = super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as err:
+            _usage_as_json(argv, err)
+            raise
+        ctx.meta["hermes_argv"] = argv
+        return ctx
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as err:
+            _usage_as_json(ctx.meta.get("hermes_argv", []), err)
+            raise
         except HermesStoreError as err:
             if isinstance(err.__cause__, BrokenPipeError):  # `export - | head`
                 _stdout_failed(ctx, err.__cause__)
@@ -303,6 +317,19 @@ class StoreGroup(click.Group):
                                         if err.filename is not None else str(err)))
         except KeyboardInterrupt:
             _fail(ctx, Interrupted())
+
+
+def _usage_as_json(argv: Sequence[str], err: click.UsageError) -> None:
+    """With ``--json`` anywhere among the options, a usage error click found (a bad flag, an
+    out-of-range value, a missing argument) is the one JSON document on stdout, exit 2."""
+    options = list(argv)[:list(argv).index("--")] if "--" in argv else list(argv)
+    if "--json" not in options:
+        return
+    command = next((a for a in options if a in COMMANDS or a in HIDDEN_COMMANDS), None)
+    click.echo(json.dumps({"ok": False, "command": command,
+                           "error": {"code": "usage", "message": err.format_message()}},
+                          ensure_ascii=False))
+    sys.exit(err.exit_code)
 
 
 class Interrupted(HermesStoreError):
