@@ -38,7 +38,7 @@ from hermes_store.paths import StoreLocation, require_parent, resolve_location
 from hermes_store.version import __version__
 
 if TYPE_CHECKING:
-    from hermes_store.db.migrate import SchemaStatus
+    from hermes_store.db.schema_state import SchemaStatus
 
 # This module and every command module import the library (and rich) inside the functions
 # that use it: `--version`, `--help` and shell completion load click and nothing heavier.
@@ -386,10 +386,10 @@ def open_read(obj: Ctx) -> Any:
     """The store's engine opened read-only at head, or None (with a note) for a store file
     that exists and holds nothing yet. A missing one is exit 3: a mistyped ``--db`` must not
     read as an empty store."""
-    from hermes_store.db import migrate
+    from hermes_store.db import schema_state
     from hermes_store.db.engine import open_engine
 
-    st = migrate.status(obj.db)
+    st = schema_state.status(obj.db)
     if st.state == "missing":
         raise StoreNotFoundError(f"no store at {obj.db} (check the path; `hermes-store "
                                  "upgrade` creates one)")
@@ -401,9 +401,9 @@ def open_read(obj: Ctx) -> Any:
 
 
 def require_head(obj: Ctx, st: SchemaStatus | None = None) -> None:
-    from hermes_store.db import migrate
+    from hermes_store.db import schema_state
 
-    st = st or migrate.status(obj.db)
+    st = st or schema_state.status(obj.db)
     if not st.at_head:
         raise SchemaMismatchError(f"{obj.db} is {st.describe()}: run `hermes-store upgrade`",
                                   state=st.state, current=st.current, head=st.head)

@@ -40,10 +40,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, exc
-from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
 
 from hermes_store.db import postgres, writer_queue
@@ -67,6 +66,9 @@ from hermes_store.paths import (
     resolve_location,
     writable_place,
 )
+
+if TYPE_CHECKING:  # the ORM is loaded by what uses it, not by every open
+    from sqlalchemy.orm import Session
 
 log = logging.getLogger(__name__)
 
@@ -545,6 +547,7 @@ def run_write_session(engine: Engine, fn: Callable[[Session], T], *,
                       budget: float = WRITE_BUDGET_S, what: str = "write",
                       isolation: str | None = None) -> T:
     """:func:`run_write` for ORM code: ``fn`` gets a Session joined to the write transaction."""
+    from sqlalchemy.orm import Session
 
     def unit(conn: Connection) -> T:
         with Session(bind=conn, expire_on_commit=False) as session:
@@ -613,6 +616,8 @@ def reading(engine: Engine) -> Iterator[Connection]:
 
 @contextlib.contextmanager
 def read_session(engine: Engine) -> Iterator[Session]:
+    from sqlalchemy.orm import Session
+
     with reading(engine) as conn, Session(bind=conn) as session:
         yield session
 

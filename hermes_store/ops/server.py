@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Engine, text
 
 from hermes_store.db import catalog
 from hermes_store.db.engine import reading, run_write, vacuum
-from hermes_store.db.migrate import status_of
+from hermes_store.db.schema_state import status_of
 from hermes_store.db.models import Base
 from hermes_store.ops import stats
 from hermes_store.ops.repair import Probe, RepairReport
