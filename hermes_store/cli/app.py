@@ -59,6 +59,7 @@ class Ctx:
     quiet: bool
     records: str | None = None  # nl, csv or tsv: one record a row, for scripts
     headers: bool = True
+    snapshot: bool = False  # read a legacy or older store through an upgraded temporary copy
 
     @property
     def db(self) -> Path | StoreLocation:
@@ -396,17 +397,37 @@ def open_read(obj: Ctx) -> Any:
     if st.state == "empty":
         obj.note(f"note: the store at {obj.db} is empty (`hermes-store upgrade` sets it up)")
         return None
-    require_head(obj, st)
+    if obj.snapshot and st.state in ("legacy", "behind"):
+        return open_engine(_snapshot(obj, st), readonly=True)
+    require_head(obj, st, reading=True)
     return open_engine(obj.db, readonly=True)
 
 
-def require_head(obj: Ctx, st: SchemaStatus | None = None) -> None:
+def _snapshot(obj: Ctx, st: SchemaStatus) -> Path:
+    """An upgraded temporary copy of the store to read, removed when the command ends."""
+    from hermes_store.ops.snapshot import upgraded_snapshot
+
+    path = file_only(obj, "--snapshot", "upgrade the database, or read it with a "
+                     "hermes_store that knows its revision")
+    obj.note(f"note: {path} is {st.describe()}; reading an upgraded temporary copy "
+             "(the store itself is not changed)")
+    return click.get_current_context().with_resource(upgraded_snapshot(path))
+
+
+def require_head(obj: Ctx, st: SchemaStatus | None = None, *, reading: bool = False) -> None:
+    """Exit 6 unless the store is at head; for a reading command on a file that an upgrade
+    would bring to head, the message also offers ``--snapshot``."""
     from hermes_store.db import schema_state
 
     st = st or schema_state.status(obj.db)
     if not st.at_head:
-        raise SchemaMismatchError(f"{obj.db} is {st.describe()}: run `hermes-store upgrade`",
-                                  state=st.state, current=st.current, head=st.head)
+        offer = ""
+        if reading and isinstance(obj.db, Path) and st.state in ("legacy", "behind"):
+            offer = (", or read it unchanged through an upgraded temporary copy: "
+                     "`hermes-store --snapshot --db PATH COMMAND …`")
+        raise SchemaMismatchError(
+            f"{obj.db} is {st.describe()}: reading it needs the current schema; run "
+            f"`hermes-store upgrade`{offer}", state=st.state, current=st.current, head=st.head)
 
 
 def open_write(obj: Ctx) -> Any:
@@ -502,11 +523,14 @@ def filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
               help="Use $HERMES_HOME/profiles/NAME/state.db (not with --db).")
 @click.option("--json", "as_json", is_flag=True, help="Exactly one JSON document on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="No notes or progress on stderr.")
+@click.option("--snapshot", is_flag=True,
+              help="Reading commands on a legacy or older SQLite store read an upgraded "
+                   "temporary copy; the store itself is never changed.")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_print_version, help="Print the version and the head schema revision.")
 @click.pass_context
 def main(ctx: click.Context, db: str | None, profile: str | None, as_json: bool,
-         quiet: bool) -> None:
+         quiet: bool, snapshot: bool) -> None:
     """Maintain the Hermes agent's session store.
 
     Exit codes: 0 ok, 1 failure or declined, 2 usage, 3 not found, 4 ambiguous id,
@@ -519,6 +543,6 @@ def main(ctx: click.Context, db: str | None, profile: str | None, as_json: bool,
       hermes-store --db postgresql://hermes@db.example/hermes check
       hermes-store --json stats
     """
-    ctx.obj = Ctx(store=Path(), as_json=as_json, quiet=quiet)
+    ctx.obj = Ctx(store=Path(), as_json=as_json, quiet=quiet, snapshot=snapshot)
     location = resolve_location(db, profile)  # an unusable URL is exit 2, with --json too
     ctx.obj.store = location.path or location
