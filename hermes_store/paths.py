@@ -197,13 +197,13 @@ def writable_place(path: Path) -> bool:
     return os.access(parent, os.W_OK) and (not path.exists() or os.access(path, os.W_OK))
 
 
-def open_problem(path: Path, *, write: bool) -> StoreUnopenableError | None:
+def open_problem(path: Path, *, write: bool) -> StoreNotFoundError | StoreUnopenableError | None:
     """Why the store file at ``path`` cannot be opened (for writing when ``write``), or None.
 
     Decided from the file system before SQLite sees the path, because SQLite's own words for
     these cases ("disk I/O error" for a directory, "unable to open database file", "attempt to
     write a readonly database", "file is not a database") name neither the cause nor the fix.
-    A missing file is no problem here: whether it may be created is the caller's decision.
+    A missing file is StoreNotFoundError for a read; a write creates it.
     """
     path = path.expanduser()
     if path.is_dir():
@@ -211,7 +211,7 @@ def open_problem(path: Path, *, write: bool) -> StoreUnopenableError | None:
                                     f"file's path (such as {path / DB_FILENAME})",
                                     reason="directory")
     if not path.exists():
-        return None
+        return None if write else StoreNotFoundError(f"no store at {path}")
     if not os.access(path, os.R_OK):
         return StoreUnopenableError(f"{path}: permission denied (this user may not read it)",
                                     reason="permission")

@@ -153,7 +153,7 @@ def _fail(ctx: click.Context, err: HermesStoreError) -> NoReturn:
             for r in getattr(err, "candidate_rows", None) or []]
     if obj is not None and obj.as_json:
         error: dict[str, Any] = {"code": err.code, "message": str(err)}
-        for attr in ("candidates", "holders", "state", "reason"):
+        for attr in ("candidates", "holders", "state", "reason", "total"):
             if getattr(err, attr, None):
                 error[attr] = getattr(err, attr)
         if rows:

@@ -40,9 +40,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, exc
+from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
 
 from hermes_store.db import postgres, writer_queue
@@ -56,19 +57,9 @@ from hermes_store.db.sqlite_driver import (  # noqa: F401 - re-exported from the
 from hermes_store.errors import (
     BackendNotSupportedError,
     StoreBusyError,
-    StoreNotFoundError,
     StoreReplacedError,
 )
-from hermes_store.paths import (
-    StoreLocation,
-    open_problem,
-    require_parent,
-    resolve_location,
-    writable_place,
-)
-
-if TYPE_CHECKING:  # the ORM is loaded by what uses it, not by every open
-    from sqlalchemy.orm import Session
+from hermes_store.paths import StoreLocation, open_problem, require_parent, resolve_location
 
 log = logging.getLogger(__name__)
 
@@ -232,8 +223,9 @@ def _module_available(module: str) -> bool:
 
 def _connect_factory(path: str, readonly: bool) -> Callable[[], sqlite3.Connection]:
     def connect() -> sqlite3.Connection:
-        if readonly:
-            target = Path(path).resolve().as_uri() + _read_only_parameters(path)
+        if readonly:  # immutable: no -wal to read, and no -shm can be made (a read-only dir)
+            frozen = not (os.access(os.path.dirname(path), os.W_OK) or os.path.exists(f"{path}-wal"))
+            target = Path(path).resolve().as_uri() + ("?mode=ro&immutable=1" if frozen else "?mode=ro")
             dbapi = sqlite3.connect(target, uri=True, timeout=BUSY_TIMEOUT_S,
                                     check_same_thread=False, isolation_level=None)
         else:
@@ -255,19 +247,6 @@ def _connect_factory(path: str, readonly: bool) -> Callable[[], sqlite3.Connecti
         return dbapi
 
     return connect
-
-
-def _read_only_parameters(path: str) -> str:
-    """``mode=ro``, plus ``immutable=1`` where a WAL store could not be read otherwise.
-
-    Reading a WAL store needs its ``-shm`` (SQLite creates it when missing). In a directory
-    this user may not write, with no ``-wal`` beside the file, there is nothing uncommitted to
-    read and no way to make the index: ``immutable`` reads the file as it is. Anywhere else
-    ``mode=ro`` sees other processes' commits as usual.
-    """
-    if not writable_place(Path(path)) and not os.path.exists(f"{path}-wal"):
-        return "?mode=ro&immutable=1"
-    return "?mode=ro"
 
 
 def _install_transaction_control(engine: Engine) -> None:
@@ -336,18 +315,14 @@ def open_engine(target: str | os.PathLike[str] | StoreLocation, *,
                 engine = _engines[key] = postgres.make_engine(location, readonly)
         return engine
     p = location.path
-    if readonly:
-        if not p.exists():
-            raise StoreNotFoundError(f"no store at {p}")
-    else:
+    if not readonly:
         _ensure_file(p)
+    if (problem := open_problem(p, write=not readonly)) is not None:
+        raise problem  # missing for a read, a directory, unreadable, read-only, not SQLite
     key = (str(p.resolve()), readonly)
     with _registry_lock:
         engine = _engines.get(key)
         if engine is None:
-            problem = open_problem(p, write=not readonly)
-            if problem is not None:
-                raise problem
             engine = _engines[key] = _make_engine(key[0], readonly, location)
     return engine
 
@@ -547,7 +522,6 @@ def run_write_session(engine: Engine, fn: Callable[[Session], T], *,
                       budget: float = WRITE_BUDGET_S, what: str = "write",
                       isolation: str | None = None) -> T:
     """:func:`run_write` for ORM code: ``fn`` gets a Session joined to the write transaction."""
-    from sqlalchemy.orm import Session
 
     def unit(conn: Connection) -> T:
         with Session(bind=conn, expire_on_commit=False) as session:
@@ -616,8 +590,6 @@ def reading(engine: Engine) -> Iterator[Connection]:
 
 @contextlib.contextmanager
 def read_session(engine: Engine) -> Iterator[Session]:
-    from sqlalchemy.orm import Session
-
     with reading(engine) as conn, Session(bind=conn) as session:
         yield session
 

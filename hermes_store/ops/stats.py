@@ -19,8 +19,8 @@ from sqlalchemy import Connection, exc, func, select, text
 
 from hermes_store.db import catalog
 from hermes_store.db import derived as layout
-from hermes_store.db.schema_state import status_of
 from hermes_store.db.models import ChatSession
+from hermes_store.db.schema_state import status_of
 from hermes_store.errors import SchemaMismatchError
 from hermes_store.repo.lineage import SANE_FUTURE_S, SANE_MIN_TS, last_activity
 

@@ -30,7 +30,13 @@ from hermes_store.db.models import ChatSession, Message
 from hermes_store.errors import AmbiguousSessionError, SessionNotFoundError
 from hermes_store.repo import lineage
 from hermes_store.repo.filters import SessionFilter, matching
-from hermes_store.repo.sessions import Executor, exists, full_row, ids_with_prefix
+from hermes_store.repo.sessions import (
+    Executor,
+    count_with_prefix,
+    exists,
+    full_row,
+    ids_with_prefix,
+)
 
 sessions = ChatSession.__table__
 messages = Message.__table__
@@ -257,7 +263,8 @@ def resolve_ref(conn: Executor, ref: str) -> str:
     if len(found) == 1:
         return found[0]
     shown = found[:MAX_CANDIDATES]
-    raise AmbiguousSessionError(ref, shown, candidate_rows(conn, shown))
+    total = len(found) if len(found) <= MAX_CANDIDATES else count_with_prefix(conn, ref)
+    raise AmbiguousSessionError(ref, shown, candidate_rows(conn, shown), total=total)
 
 
 def resolve_refs(conn: Executor, refs: Sequence[str]) -> list[str]:
