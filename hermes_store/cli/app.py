@@ -3,7 +3,7 @@ exit codes, progress, confirmation, session ids by unique prefix, the filter fla
 
 Exit codes (docs/cli.md#exit-codes): 0 ok, 1 failure, 2 usage, 3 not found, 4 ambiguous id,
 5 busy/held, 6 schema mismatch, 7 damage, 8 partial, 9 database server unavailable,
-130 interrupted.
+10 the server refused our login, 130 interrupted.
 
 Results go to stdout (one JSON document with ``--json``); notes, warnings, progress and prompts
 go to stderr. Reading commands open the store read-only and never migrate it.
@@ -535,7 +535,7 @@ def main(ctx: click.Context, db: str | None, profile: str | None, as_json: bool,
 
     Exit codes: 0 ok, 1 failure or declined, 2 usage, 3 not found, 4 ambiguous id,
     5 busy or held, 6 schema mismatch, 7 damage, 8 partial, 9 server unavailable,
-    130 interrupted.
+    10 server refused the login, 130 interrupted.
 
     \b
     Example:

@@ -157,7 +157,8 @@ def show(obj: Ctx, session: str, tail: int | None, full: bool, include_compacted
          whole_lineage: bool, tip: bool) -> None:
     """One session: a header, then its messages with role and time.
 
-    SESSION is a full id or a unique prefix of at least 4 characters.
+    SESSION is a full id, a unique prefix of at least 4 characters, or `latest` (the
+    session with the newest activity).
 
     \b
     Example:
@@ -166,9 +167,9 @@ def show(obj: Ctx, session: str, tail: int | None, full: bool, include_compacted
     """
     from rich.markup import escape
 
+    from hermes_store.content import text_of
     from hermes_store.db.engine import reading
     from hermes_store.repo import listing
-    from hermes_store.content import text_of
     from hermes_store.transfer.reader import StoreReader
 
     engine = open_read(obj)
@@ -315,6 +316,7 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
     expression = results.with_exclusions(text)
     engine = open_read(obj)
     found = results.SessionHits()
+    titled = 0
     if engine is not None:
         with reading(engine) as conn:
             scope = None
@@ -324,6 +326,7 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
                 conn, expression, sources=list(sources) or None, roles=list(roles) or None,
                 limit=limit, offset=offset, scope=scope, active_after=flt.window().active_after,
                 no_archived=no_archived, include_tools=include_tools)
+            titled = 0 if found.hits or offset else results.title_matches(conn, text)
     hits, meta, groups = found.hits, found.sessions, found.grouped()
     payload = [{"session": session_item(meta[sid], meta[sid].get("lineage_tip_id")),
                 "hits": [{"message_id": h["id"], "role": h["role"],
@@ -340,8 +343,8 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
 
     def render() -> None:
         if not hits:
-            shown = text if len(text) <= QUERY_ECHO else text[:QUERY_ECHO] + "…"
-            say(f"no messages match {shown!r}" + (f" after the first {offset}" if offset else ""))
+            for line in _no_hits(text, offset, limit, found, titled):
+                say(line)
             return
         con = out_console()
         for sid, group in groups.items():
@@ -364,6 +367,29 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
     obj.emit("search", {"query": text, "count": len(hits), "offset": offset,
                         "total": found.total, "total_exact": found.exact, "more": more > 0,
                         "results": payload}, render, records=(SEARCH_KEYS, flat))
+
+
+def _no_hits(text: str, offset: int, limit: int, found: Any, titled: int) -> list[str]:
+    """"no messages match", with why when it can be told: a query of exclusions alone, an
+    offset past the last hit, or the words found in session titles instead."""
+    from hermes_store.search import results
+
+    shown = text if len(text) <= QUERY_ECHO else text[:QUERY_ECHO] + "…"
+    if offset and found.total:
+        bound = "" if found.exact else "at least "
+        return [(f"no hits after the first {offset:,}: {shown!r} matches {bound}"
+                 f"{found.total:,} {_plural(found.total, 'message')} (--offset "
+                 f"{max(0, found.total - 1) // limit * limit} shows the last page)")]
+    lines = [f"no messages match {shown!r}" + (f" after the first {offset:,}" if offset else "")]
+    if results.exclusions_only(text):
+        lines.append("hint: the query only excludes words (-word, NOT word), and exclusions "
+                     "alone match nothing; add a word to look for")
+    if titled:
+        count = f"{titled}+" if titled >= 20 else str(titled)
+        lines.append(f"hint: search reads messages, not titles; {count} session "
+                     f"{_plural(titled, 'title')} contain it: hermes-store list --title "
+                     f"{shown!r}")
+    return lines
 
 
 def _plural(n: int, word: str) -> str:

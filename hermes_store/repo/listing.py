@@ -246,14 +246,24 @@ def sessions_by_id(conn: Executor, ids: Sequence[str]) -> Iterator[dict[str, Any
 # --------------------------------------------------------------------------- the command line
 
 
+# The reference that names the most recently active session (a session called so still wins).
+LATEST = "latest"
+
+
 def resolve_ref(conn: Executor, ref: str) -> str:
-    """A full id, or a unique prefix of at least ``MIN_PREFIX`` characters (an exact id wins).
+    """A full id, or a unique prefix of at least ``MIN_PREFIX`` characters (an exact id wins),
+    or ``latest``: the session with the newest activity.
 
     SessionNotFoundError for none; AmbiguousSessionError for several, carrying up to
     ``MAX_CANDIDATES`` of them with their title and last activity."""
     ref = ref.strip()
     if exists(conn, ref):
         return ref
+    if ref == LATEST:
+        newest = search_sessions(conn, limit=1)
+        if not newest:
+            raise SessionNotFoundError(ref, "the store holds no sessions yet")
+        return str(newest[0]["id"])
     if len(ref) < MIN_PREFIX:
         raise SessionNotFoundError(ref, f"no session is called {ref!r}, and a prefix needs at "
                                         f"least {MIN_PREFIX} characters")

@@ -72,6 +72,35 @@ def with_exclusions(text: str) -> str:
     return f" {_OR} ".join(parts)
 
 
+def exclusions_only(text: str) -> bool:
+    """Whether the query only excludes (``-borrow``, ``NOT borrow``): it then matches nothing,
+    by design, and the caller says so rather than a bare "no messages match"."""
+    excluded = positive = 0
+    tokens = [t for t in _QUERY_TOKEN.findall(text) if t != _OR]
+    after_not = False
+    for token in tokens:
+        if token == "NOT":
+            after_not = True
+            continue
+        if after_not or (len(token) > 1 and token[0] == "-"
+                         and (token[1].isalpha() or token[1] == '"')):
+            excluded += 1
+        else:
+            positive += 1
+        after_not = False
+    return excluded > 0 and positive == 0
+
+
+def title_matches(conn: Connection, text: str, *, limit: int = 20) -> int:
+    """How many sessions (up to ``limit``) have ``text`` in their title: search reads
+    messages, and a word found only in titles deserves a pointer to ``list --title``."""
+    from hermes_store.repo.filters import SessionFilter
+
+    page = listing.list_matching(conn, SessionFilter(title=text), limit=limit,
+                                 include_archived=True)
+    return len(page.rows)
+
+
 def lineage_scope(conn: Connection, session_id: str) -> set[str]:
     """The ids of the compression lineage through ``session_id`` (``--session``)."""
     return set(lineage_of(conn, session_id)) or {session_id}
