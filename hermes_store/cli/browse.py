@@ -296,7 +296,8 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
 
     Words are ANDed; "phrase", OR, NOT/-word and prefix* work; CJK terms of any length.
     A query FTS cannot parse is retried as literal words, never shown as an error.
-    A word starting with - excludes it (search unsafe -Rust); put -- before a query whose
+    A word starting with - excludes it (search unsafe -Rust), as NOT does; the Python API
+    reads -word as a word unless given syntax="exclusions". Put -- before a query whose
     words could be read as options (search -- -q).
 
     \b
@@ -313,7 +314,6 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
 
     text = " ".join(query)
     flt = SessionFilter(newer_than=newer_than)
-    expression = results.with_exclusions(text)
     engine = open_read(obj)
     found = results.SessionHits()
     titled = 0
@@ -323,7 +323,7 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
             if session_ref is not None:
                 scope = results.lineage_scope(conn, listing.resolve_ref(conn, session_ref))
             found = results.search_sessions_hits(
-                conn, expression, sources=list(sources) or None, roles=list(roles) or None,
+                conn, text, syntax="exclusions", sources=list(sources) or None, roles=list(roles) or None,
                 limit=limit, offset=offset, scope=scope, active_after=flt.window().active_after,
                 no_archived=no_archived, include_tools=include_tools)
             titled = 0 if found.hits or offset else results.title_matches(conn, text)

@@ -17,13 +17,16 @@ from sqlalchemy import Connection
 
 from hermes_store.repo import listing
 from hermes_store.repo.retention import lineage_of
+from hermes_store.search.language import (  # noqa: F401 - the command line's names for them
+    apply_syntax,
+    exclusions_only,
+    with_exclusions,
+)
 from hermes_store.search.statements import search_messages
 
 MAX_PAGES = 20
 PAGE = 100
 COUNT_CAP = 1000
-_QUERY_TOKEN = re.compile(r'-?"[^"]*"\*?|\S+')
-_OR = "OR"
 
 
 @dataclass
@@ -51,46 +54,6 @@ class SessionHits:
         return groups
 
 
-def with_exclusions(text: str) -> str:
-    """The command line's ``-word`` (and ``-"a phrase"``) as the query language's ``NOT``.
-
-    The library's sanitizer trims a leading ``-``, as the session API asks; on the command line
-    a ``-`` before a letter or a quote excludes the term. Juxtaposition binds tighter than NOT,
-    so each exclusion moves to the end of its ``OR`` branch (``a -b c`` is ``a c NOT b``); a
-    branch made of exclusions alone cannot be expressed and is dropped. ``-1`` and a lone
-    ``-`` stay words."""
-    branches: list[tuple[list[str], list[str]]] = [([], [])]
-    for token in _QUERY_TOKEN.findall(text):
-        if token == _OR:
-            branches.append(([], []))
-        elif len(token) > 1 and token[0] == "-" and (token[1].isalpha() or token[1] == '"'):
-            branches[-1][1].append(token[1:])
-        else:
-            branches[-1][0].append(token)
-    parts = [" ".join(words + [f"NOT {term}" for term in excluded])
-             for words, excluded in branches if words]
-    return f" {_OR} ".join(parts)
-
-
-def exclusions_only(text: str) -> bool:
-    """Whether the query only excludes (``-borrow``, ``NOT borrow``): it then matches nothing,
-    by design, and the caller says so rather than a bare "no messages match"."""
-    excluded = positive = 0
-    tokens = [t for t in _QUERY_TOKEN.findall(text) if t != _OR]
-    after_not = False
-    for token in tokens:
-        if token == "NOT":
-            after_not = True
-            continue
-        if after_not or (len(token) > 1 and token[0] == "-"
-                         and (token[1].isalpha() or token[1] == '"')):
-            excluded += 1
-        else:
-            positive += 1
-        after_not = False
-    return excluded > 0 and positive == 0
-
-
 def title_matches(conn: Connection, text: str, *, limit: int = 20) -> int:
     """How many sessions (up to ``limit``) have ``text`` in their title: search reads
     messages, and a word found only in titles deserves a pointer to ``list --title``."""
@@ -109,14 +72,15 @@ def lineage_scope(conn: Connection, session_id: str) -> set[str]:
 def search_sessions_hits(conn: Connection, text: str, *, sources: list[str] | None = None,
                          roles: list[str] | None = None, limit: int = 20, offset: int = 0,
                          scope: set[str] | None = None, active_after: float | None = None,
-                         no_archived: bool = False,
-                         include_tools: bool = False) -> SessionHits:
+                         no_archived: bool = False, include_tools: bool = False,
+                         syntax: str = "agent") -> SessionHits:
     """The ``limit`` hits after the first ``offset`` whose session is in ``scope`` (when
     given), active at or after ``active_after`` and, with ``no_archived``, not archived.
 
     ``include_tools``: the index holds only the first 8 KiB of a tool output, and role
     ``tool`` makes ``search_messages`` read whole bodies; when the first pass leaves room on
     this page, a second pass over tool rows fills it (same filters, same bounds)."""
+    text = apply_syntax(text, syntax)
     wanted = offset + limit
     meta: dict[str, dict[str, Any]] = {}
     test = _SessionTest(conn, meta, scope, active_after, no_archived)
