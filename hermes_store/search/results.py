@@ -9,7 +9,6 @@ number of pages): beyond that the total is a lower bound (``exact`` is False).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
