@@ -91,9 +91,13 @@ def age(seconds: float) -> str:
     return "just now"
 
 
-def when(ts: Any) -> str:
+def when(ts: Any, *, short: bool = False) -> str:
+    """Local time and age ("2026-09-15 07:49 (2h ago)"); ``short``: the age alone, for
+    narrow terminals."""
     if iso(ts) is None:
         return "?"
+    if short:
+        return age(max(0.0, time.time() - ts))
     local = datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
     return f"{local} ({age(max(0.0, time.time() - ts))})"
 
