@@ -43,3 +43,10 @@ def test_latest_names_the_most_recently_active_session(head_store: str) -> None:
     result = run("--json", "--db", head_store, "show", "latest")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["session"]["id"] == "20260802_120000_bbbb22"
+
+
+def test_a_snippet_marks_every_occurrence_in_view(head_store: str) -> None:
+    make_session(head_store, "20260803_120000_cccc33", texts=("在终端里运行终端测试",))
+    doc = json.loads(run("--json", "--db", head_store, "search", "终端", "--markers").stdout)
+    snippet = doc["results"][0]["hits"][0]["snippet"]
+    assert snippet.count(">>>终端<<<") == 2, snippet

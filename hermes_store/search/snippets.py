@@ -35,7 +35,9 @@ def _mark(text: str, match: re.Match[str], width: int, before: int) -> str:
     end = start + width
     hit_end = min(match.end(), end)  # a hit longer than the window is cut, not the window grown
     hit = text[match.start() : hit_end]
-    body = f"{text[start : match.start()]}{MARK_OPEN}{hit}{MARK_CLOSE}{text[hit_end:end]}"
+    # Every later hit inside the window is marked too, not only the first.
+    rest = match.re.sub(lambda m: f"{MARK_OPEN}{m.group()}{MARK_CLOSE}", text[hit_end:end])
+    body = f"{text[start : match.start()]}{MARK_OPEN}{hit}{MARK_CLOSE}{rest}"
     return ("..." if start > 0 else "") + body + ("..." if end < len(text) else "")
 
 
