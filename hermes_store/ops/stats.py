@@ -319,7 +319,10 @@ def _upkeep(layout: dict[str, Any], freelist_count: int, freelist_ratio: float,
     reasons: list[str] = []
     backfill = layout.get("backfill") or {}
     if backfill.get("pending"):
-        reasons.append("a search-index backfill is incomplete (search may miss older rows)")
+        # Search stays complete meanwhile: the ids not yet moved are read through the retired
+        # index, or a LIKE over them (docs/search.md#backfill-window); only speed and space wait.
+        reasons.append("a search-index move is unfinished (search still finds every row; "
+                       "finishing it speeds up older rows and frees the old index's space)")
     retired = any(t.endswith("_old") for t in layout.get("fts_tables") or ())
     if retired:
         reasons.append("the old inline search index still fills the file")
