@@ -50,3 +50,13 @@ def test_a_snippet_marks_every_occurrence_in_view(head_store: str) -> None:
     doc = json.loads(run("--json", "--db", head_store, "search", "终端", "--markers").stdout)
     snippet = doc["results"][0]["hits"][0]["snippet"]
     assert snippet.count(">>>终端<<<") == 2, snippet
+
+
+def test_model_narrows_search_to_sessions_of_that_model(head_store: str) -> None:
+    make_session(head_store, "20260804_120000_dddd44", texts=("borrow here",),
+                 extra={"model": "claude-sonnet-4"})
+    make_session(head_store, "20260804_130000_eeee55", texts=("borrow there",),
+                 extra={"model": "gpt-5"})
+    doc = json.loads(run("--json", "--db", head_store, "search", "borrow", "--model",
+                         "SONNET").stdout)
+    assert [r["session"]["id"] for r in doc["results"]] == ["20260804_120000_dddd44"]

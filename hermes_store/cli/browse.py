@@ -291,6 +291,8 @@ class _QueryCommand(StoreCommand):
 @click.option("--include-tools", is_flag=True,
               help="Also search whole tool outputs (the index holds their first 8 KiB).")
 @click.option("--no-archived", is_flag=True, help="Leave archived sessions out.")
+@click.option("--model", default=None, metavar="TEXT",
+              help="Only sessions whose model contains TEXT (case-insensitive).")
 @click.option("--markers", is_flag=True,
               help="Keep the >>>hit<<< markers in --json/--nl/--csv/--tsv snippets (default: "
                    "plain text plus each hit's [start, end] under matches).")
@@ -299,7 +301,7 @@ class _QueryCommand(StoreCommand):
 def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
                session_ref: str | None, roles: tuple[str, ...], newer_than: str | None,
                limit: int, offset: int, include_tools: bool, no_archived: bool,
-               markers: bool) -> None:
+               model: str | None, markers: bool) -> None:
     """Full-text search over messages; results grouped by session.
 
     Words are ANDed; "phrase", OR, NOT/-word and prefix* work; CJK terms of any length.
@@ -333,7 +335,7 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
             found = results.search_sessions_hits(
                 conn, text, syntax="exclusions", sources=list(sources) or None, roles=list(roles) or None,
                 limit=limit, offset=offset, scope=scope, active_after=flt.window().active_after,
-                no_archived=no_archived, include_tools=include_tools)
+                no_archived=no_archived, include_tools=include_tools, model=model)
             titled = 0 if found.hits or offset else results.title_matches(conn, text)
     hits, meta, groups = found.hits, found.sessions, found.grouped()
     from hermes_store.search.snippets import unmark

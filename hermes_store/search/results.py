@@ -72,7 +72,7 @@ def search_sessions_hits(conn: Connection, text: str, *, sources: list[str] | No
                          roles: list[str] | None = None, limit: int = 20, offset: int = 0,
                          scope: set[str] | None = None, active_after: float | None = None,
                          no_archived: bool = False, include_tools: bool = False,
-                         syntax: str = "agent") -> SessionHits:
+                         syntax: str = "agent", model: str | None = None) -> SessionHits:
     """The ``limit`` hits after the first ``offset`` whose session is in ``scope`` (when
     given), active at or after ``active_after`` and, with ``no_archived``, not archived.
 
@@ -82,7 +82,7 @@ def search_sessions_hits(conn: Connection, text: str, *, sources: list[str] | No
     text = apply_syntax(text, syntax)
     wanted = offset + limit
     meta: dict[str, dict[str, Any]] = {}
-    test = _SessionTest(conn, meta, scope, active_after, no_archived)
+    test = _SessionTest(conn, meta, scope, active_after, no_archived, model)
     kept, exact = _matching(conn, text, sources, roles, test, wanted)
     if include_tools and (not roles or "tool" in roles) and exact and len(kept) < wanted:
         seen = {h["id"] for h in kept}
@@ -105,6 +105,7 @@ class _SessionTest:
     scope: set[str] | None
     active_after: float | None
     no_archived: bool
+    model: str | None = None  # substring of the session's model, case-insensitive
 
     def row(self, sid: str) -> dict[str, Any]:
         if sid not in self.meta:
@@ -114,10 +115,12 @@ class _SessionTest:
     def __call__(self, sid: str) -> bool:
         if self.scope is not None and sid not in self.scope:
             return False
-        if not self.no_archived and self.active_after is None:
+        if not self.no_archived and self.active_after is None and not self.model:
             return True
         row = self.row(sid)
         if self.no_archived and row.get("archived"):
+            return False
+        if self.model and self.model.casefold() not in str(row.get("model") or "").casefold():
             return False
         return self.active_after is None or (row.get("last_active") or 0) >= self.active_after
 
