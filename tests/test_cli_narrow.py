@@ -55,3 +55,12 @@ def test_a_terminal_gets_bold_hits_not_markers() -> None:
     assert ">>>" not in line.plain and "borrow" in line.plain
     assert [(line.plain[s.start:s.end], str(s.style)) for s in line.spans] == [
         ("borrow", "bold")]
+
+
+def test_stats_at_sixty_columns_prints_every_name_whole(seeded: str) -> None:
+    doc = json.loads(run("--json", "--db", seeded, "stats").stdout)
+    names = [item["name"] for item in doc["space"].get("items") or []]
+    result = run("--db", seeded, "stats", env={"COLUMNS": "60"})
+    assert result.exit_code == 0 and names
+    for name in names:  # never cut into look-alikes ("messages_fts_…" twice)
+        assert name in result.stdout, name

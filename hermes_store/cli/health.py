@@ -61,9 +61,22 @@ def _render_stats(st: stats.StoreStats) -> None:
             table.add_row(visible(str(row["source"])), f"{row['sessions']:,}")
         con.print(table)
     if st.space.available:
-        table = Table("object", "kind", "table", "bytes", title="space", title_justify="left")
+        from rich import box
+        from rich.table import Column
+
+        from hermes_store.cli.formats import terminal_width
+
+        # Names are never cut (cut ones read as duplicates); a narrow terminal drops the
+        # owning-table column and the borders instead.
+        narrow = terminal_width() < 80
+        columns = [Column("object", overflow="fold"), "kind",
+                   *([] if narrow else [Column("table", overflow="fold")]), "bytes"]
+        table = Table(*columns, title="space", title_justify="left",
+                      box=box.SIMPLE if narrow else box.HEAVY_HEAD)
         for item in st.space.items:
-            table.add_row(visible(item.name), item.kind, visible(item.table), size(item.bytes))
+            cells = [visible(item.name), item.kind,
+                     *([] if narrow else [visible(item.table)]), size(item.bytes)]
+            table.add_row(*cells)
         con.print(table)
         if st.space.fts_share is not None:
             con.print(f"FTS share {st.space.fts_share:.0%} of the file "
