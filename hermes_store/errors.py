@@ -89,8 +89,13 @@ class AmbiguousSessionError(HermesStoreError, LookupError):
     code = "ambiguous_id"
 
     def __init__(self, ref: str, candidates: list[str],
-                 candidate_rows: list[dict[str, object]] | None = None):
-        super().__init__(f"{ref!r} matches {len(candidates)} sessions; give more characters")
+                 candidate_rows: list[dict[str, object]] | None = None, *,
+                 total: int | None = None):
+        # ``candidates`` may be the first few of ``total`` matches.
+        count = max(total or 0, len(candidates))
+        shown = "" if count == len(candidates) else f" (the first {len(candidates)} below)"
+        super().__init__(f"{ref!r} matches {count} sessions{shown}; give more characters")
+        self.total = count
         self.ref = ref
         self.candidates = candidates
         # id, title and raw last_active of each candidate, for a caller to show.
@@ -264,3 +269,27 @@ class CopyMismatchError(HermesStoreError):
     def __init__(self, message: str, *, report: object = None):
         super().__init__(message)
         self.report = report
+
+
+class StoreUnopenableError(HermesStoreError, sqlite3.OperationalError):
+    """The store's location cannot be opened the way it was asked for: ``reason`` is
+    ``directory``, ``permission`` (may not read it), ``read_only`` (a write to a file or
+    directory we may not write) or ``not_sqlite`` (a file that is not an SQLite database).
+
+    An ``sqlite3.OperationalError``, which is what "unable to open database file" was before.
+    """
+
+    exit_code = 1
+    code = "cannot_open"
+
+    def __init__(self, message: str, *, reason: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+class StoreAuthError(StoreUnavailableError):
+    """The database server answered and refused our login (a wrong role or password, no
+    ``pg_hba.conf`` entry): fixed in the URL or on the server, not by waiting for it."""
+
+    exit_code = 10
+    code = "auth_failed"

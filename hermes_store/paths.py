@@ -20,12 +20,14 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from hermes_store.errors import StoreNotFoundError, UsageError
+from hermes_store.errors import StoreNotFoundError, StoreUnopenableError, UsageError
 
 if TYPE_CHECKING:  # SQLAlchemy is imported on use: `hermes-store --version` must not load it
     from sqlalchemy.engine import URL
 
 DB_FILENAME = "state.db"
+# The first 16 bytes of every SQLite database file (an empty file is a new database too).
+SQLITE_HEADER = b"SQLite format 3\x00"
 STORE_URL_ENV = "HERMES_STORE_URL"
 READ_URL_ENV = "HERMES_STORE_READ_URL"
 PG_DRIVER = "postgresql+psycopg"
@@ -207,3 +209,50 @@ def require_parent(path: Path) -> None:
         return
     raise StoreNotFoundError(f"no directory {parent} for the store {path}: check the path "
                              f"(only {hermes_home()} is created on demand)")
+
+
+def writable_place(path: Path) -> bool:
+    """Whether this process may write the file and create its sidecars (``-wal``, ``-shm``,
+    ``-journal``) next to it."""
+    parent = path.expanduser().absolute().parent
+    return os.access(parent, os.W_OK) and (not path.exists() or os.access(path, os.W_OK))
+
+
+def open_problem(path: Path, *, write: bool) -> StoreNotFoundError | StoreUnopenableError | None:
+    """Why the store file at ``path`` cannot be opened (for writing when ``write``), or None.
+
+    Decided from the file system before SQLite sees the path, because SQLite's own words for
+    these cases ("disk I/O error" for a directory, "unable to open database file", "attempt to
+    write a readonly database", "file is not a database") name neither the cause nor the fix.
+    A missing file is StoreNotFoundError for a read; a write creates it.
+    """
+    path = path.expanduser()
+    if path.is_dir():
+        return StoreUnopenableError(f"{path} is a directory, not a store file: give the "
+                                    f"file's path (such as {path / DB_FILENAME})",
+                                    reason="directory")
+    if not path.exists():
+        return None if write else StoreNotFoundError(f"no store at {path}")
+    if not os.access(path, os.R_OK):
+        return StoreUnopenableError(f"{path}: permission denied (this user may not read it)",
+                                    reason="permission")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(SQLITE_HEADER))
+    except IsADirectoryError:  # pragma: no cover - raced with the check above
+        head = b""
+    except PermissionError:
+        return StoreUnopenableError(f"{path}: permission denied (this user may not read it)",
+                                    reason="permission")
+    # A first page of NULs is a store whose page 1 was lost (damage that ``recover`` works
+    # on), not some other kind of file.
+    if head and head != SQLITE_HEADER and head.strip(b"\0"):
+        return StoreUnopenableError(
+            f"{path} is not an SQLite database (it does not start with SQLite's header); "
+            "check the path", reason="not_sqlite")
+    if write and not writable_place(path):
+        return StoreUnopenableError(
+            f"{path} is read-only: opened for reading only (this user may not write the file "
+            "or its directory); reading commands work, changing it needs write access",
+            reason="read_only")
+    return None

@@ -91,13 +91,15 @@ def test_bad_age_is_a_usage_error(seeded: str) -> None:
     assert result.exit_code == 2 and "empty time window" in result.stderr
 
 
-def test_list_on_a_store_not_made_yet_is_empty_with_a_note(empty_store: str) -> None:
+def test_list_on_a_missing_file_is_not_found_and_on_an_empty_database_empty(
+        empty_store: str) -> None:
     result = run("--db", empty_store, "list")
-    assert result.exit_code == 0 and "no store" in result.stderr
     if on_server(empty_store):
+        assert result.exit_code == 0 and "is empty" in result.stderr
         assert ":***@" in result.stderr  # run() gave a password; the note masks it
         assert table_names(empty_store) == set()
     else:
+        assert result.exit_code == 3 and "no store at" in result.stderr
         assert not Path(empty_store).exists()
 
 

@@ -107,7 +107,8 @@ def test_the_helper_pluralises_with_thousands() -> None:
 
 def test_damage_advice_names_the_real_store(tmp_path: Path) -> None:
     damaged = tmp_path / "state.db"
-    damaged.write_text("[session]\nid = 20260802_120000_fff666\n" * 500)  # not a database
+    # A store whose first page was lost (a text file is "not an SQLite database" instead).
+    damaged.write_bytes(b"\0" * 4096 + b"[session]\nid = 20260802_120000_fff666\n" * 500)
     code, doc = run_json("--db", str(damaged), "list")
     assert code == 7, doc
     assert f"recover --source {damaged}" in doc["error"]["message"]

@@ -62,17 +62,21 @@ def test_the_default_home_is_created_on_demand(tmp_path: Path,
     home = tmp_path / "fresh-home"
     monkeypatch.setenv("HERMES_HOME", str(home))
     code, doc = run_json("list")
-    assert (code, doc["sessions"]) == (0, [])
+    assert (code, doc["error"]["code"]) == (3, "not_found")
+    assert "upgrade" in doc["error"]["message"]
     assert not home.exists()  # reading commands never create anything
     assert run("upgrade").exit_code == 0
     assert (home / "state.db").is_file()
 
 
-def test_a_missing_store_in_an_existing_directory_is_still_an_empty_result(
-        tmp_path: Path) -> None:
-    code, doc = run_json("--db", str(tmp_path / "state.db"), "list")
-    assert (code, doc["count"]) == (0, 0)
-    assert not (tmp_path / "state.db").exists()
+@pytest.mark.parametrize("args", [["list"], ["stats"], ["search", "foo"], ["show", "abcd"],
+                                  ["export", "-"], ["doctor"]])
+def test_a_mistyped_store_name_in_an_existing_directory_is_not_found_and_not_created(
+        tmp_path: Path, args: list[str]) -> None:
+    result = run("--db", str(tmp_path / "stat.db"), *args)
+    assert result.exit_code == 3, result.output
+    assert "no store at" in result.stderr and "no messages match" not in result.stdout
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_profile_lives_under_the_home_and_is_a_plain_name(tmp_path: Path,
@@ -81,7 +85,7 @@ def test_a_profile_lives_under_the_home_and_is_a_plain_name(tmp_path: Path,
     (home / "profiles" / "work").mkdir(parents=True)
     monkeypatch.setenv("HERMES_HOME", str(home))
     code, doc = run_json("--profile", "work", "stats")
-    assert code == 0 and doc["path"] == str(home / "profiles" / "work" / "state.db")
+    assert code == 3 and str(home / "profiles" / "work" / "state.db") in doc["error"]["message"]
     for bad in ("../../etc", "a/b", ".hidden"):
         result = run("--profile", bad, "stats")
         assert result.exit_code == 2, bad

@@ -176,7 +176,7 @@ def test_without_any_failure_the_message_is_the_prefix(monkeypatch) -> None:
 
 def test_concurrent_failures_and_successes_keep_a_failure(tmp_path: Path) -> None:
     bad = tmp_path / "bad.db"
-    bad.write_bytes(b"garbage!" * 512)
+    bad.write_bytes(b"\0" * 512 + b"garbage!" * 512)  # a store whose first page is lost
     errors: list[BaseException] = []
 
     def fail() -> None:

@@ -18,7 +18,7 @@ from sqlalchemy import event
 from hermes_store import SessionDB
 from hermes_store.db import engine as eng
 from hermes_store.db import migrate
-from hermes_store.errors import StoreDamagedError, StoreReplacedError
+from hermes_store.errors import StoreDamagedError, StoreReplacedError, StoreUnopenableError
 from hermes_store.ops import repair as recovery
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -90,8 +90,8 @@ def _truncated(path: Path) -> None:
         f.truncate(size // 2 // 4096 * 4096)
 
 
-@pytest.mark.parametrize("damage", [_garbage, _text, _header_wiped, _truncated],
-                         ids=["garbage", "text-file", "header-wiped", "truncated"])
+@pytest.mark.parametrize("damage", [_header_wiped, _truncated],
+                         ids=["header-wiped", "truncated"])
 def test_a_file_that_is_not_a_usable_store_refuses_to_open_and_names_the_command(
         loaded_store: Path, damage: Callable[[Path], None]) -> None:
     damage(loaded_store)
@@ -113,12 +113,18 @@ def test_a_file_that_is_not_a_usable_store_refuses_to_open_and_names_the_command
     assert loaded_store.read_bytes() == before
 
 
-def test_a_readonly_open_of_a_garbage_file_reports_damage_not_an_empty_store(
-        tmp_path: Path) -> None:
-    path = tmp_path / "state.db"
-    _garbage(path)
-    with pytest.raises(StoreDamagedError, match="hermes-store repair"):
-        migrate.status(path)
+@pytest.mark.parametrize("damage", [_garbage, _text], ids=["garbage", "text-file"])
+def test_a_file_that_is_not_sqlite_at_all_is_named_so_not_damaged(
+        loaded_store: Path, damage: Callable[[Path], None]) -> None:
+    damage(loaded_store)
+    before = loaded_store.read_bytes()
+    for open_store in (lambda: SessionDB(loaded_store),
+                       lambda: SessionDB(loaded_store, readonly=True),
+                       lambda: migrate.upgrade(loaded_store), lambda: migrate.status(loaded_store)):
+        with pytest.raises(StoreUnopenableError, match="not an SQLite database") as info:
+            open_store()
+        assert isinstance(info.value, sqlite3.DatabaseError)  # what v11 callers catch
+    assert loaded_store.read_bytes() == before
 
 
 # --------------------------------------------------------------------------- derived damage

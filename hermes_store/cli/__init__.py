@@ -23,7 +23,8 @@ def __getattr__(name: str) -> Any:
 
 def run() -> None:
     """The ``hermes-store`` console script: Ctrl-C at any moment, start-up included, exits 130
-    with one line instead of a traceback."""
+    with one line instead of a traceback; a reader that closed the pipe early (``| head -1``)
+    ends it with exit 0 and nothing on stderr."""
     try:
         from hermes_store.cli.app import main
 
@@ -31,3 +32,14 @@ def run() -> None:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(130)
+    except SystemExit as done:
+        # What is still buffered is flushed here, after the command: a closed pipe shows up
+        # now, and must not turn a finished command into "Exception ignored … BrokenPipeError".
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            from hermes_store.cli.app import stdout_to_devnull
+
+            stdout_to_devnull()
+            sys.exit(0 if done.code in (None, 0, 1) else done.code)
+        raise

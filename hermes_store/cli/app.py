@@ -3,7 +3,7 @@ exit codes, progress, confirmation, session ids by unique prefix, the filter fla
 
 Exit codes (docs/cli.md#exit-codes): 0 ok, 1 failure, 2 usage, 3 not found, 4 ambiguous id,
 5 busy/held, 6 schema mismatch, 7 damage, 8 partial, 9 database server unavailable,
-130 interrupted.
+10 the server refused our login, 130 interrupted.
 
 Results go to stdout (one JSON document with ``--json``); notes, warnings, progress and prompts
 go to stderr. Reading commands open the store read-only and never migrate it.
@@ -43,7 +43,7 @@ from hermes_store.paths import (
 from hermes_store.version import __version__
 
 if TYPE_CHECKING:
-    from hermes_store.db.migrate import SchemaStatus
+    from hermes_store.db.schema_state import SchemaStatus
 
 # This module and every command module import the library (and rich) inside the functions
 # that use it: `--version`, `--help` and shell completion load click and nothing heavier.
@@ -66,6 +66,7 @@ class Ctx:
     headers: bool = True
     # A replica that serves the reading commands (--read-db, $HERMES_STORE_READ_URL).
     read_store: StoreLocation | None = None
+    snapshot: bool = False  # read a legacy or older store through an upgraded temporary copy
 
     @property
     def db(self) -> Path | StoreLocation:
@@ -159,7 +160,7 @@ def _fail(ctx: click.Context, err: HermesStoreError) -> NoReturn:
             for r in getattr(err, "candidate_rows", None) or []]
     if obj is not None and obj.as_json:
         error: dict[str, Any] = {"code": err.code, "message": str(err)}
-        for attr in ("candidates", "holders", "state"):
+        for attr in ("candidates", "holders", "state", "reason", "total"):
             if getattr(err, attr, None):
                 error[attr] = getattr(err, attr)
         if rows:
@@ -297,18 +298,47 @@ class StoreGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl([(name, COMMANDS[name][1]) for name in self.list_commands(ctx)])
 
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        argv = list(args)  # click's parser consumes the list it is given
+        try:
+            ctx = super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as err:
+            _usage_as_json(argv, err)
+            raise
+        ctx.meta["hermes_argv"] = argv
+        return ctx
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as err:
+            _usage_as_json(ctx.meta.get("hermes_argv", []), err)
+            raise
         except HermesStoreError as err:
+            if isinstance(err.__cause__, BrokenPipeError):  # `export - | head`
+                _stdout_failed(ctx, err.__cause__)
             _fail(ctx, err)
         except OSError as err:
-            if err.filename is None and not _stdout_writable():
+            if err.errno == errno.EPIPE or (err.filename is None and not _stdout_writable()):
                 _stdout_failed(ctx, err)
             _fail(ctx, HermesStoreError(f"{err.filename}: {err.strerror or err}"
                                         if err.filename is not None else str(err)))
         except KeyboardInterrupt:
             _fail(ctx, Interrupted())
+
+
+def _usage_as_json(argv: Sequence[str], err: click.UsageError) -> None:
+    """With ``--json`` anywhere among the options, a usage error click found (a bad flag, an
+    out-of-range value, a missing argument) is the one JSON document on stdout, exit 2."""
+    options = list(argv)[:list(argv).index("--")] if "--" in argv else list(argv)
+    if "--json" not in options:
+        return
+    command = next((a for a in options if a in COMMANDS or a in HIDDEN_COMMANDS), None)
+    click.echo(json.dumps({"ok": False, "command": command,
+                           "error": {"code": "usage", "message": err.format_message()}},
+                          ensure_ascii=False))
+    sys.exit(err.exit_code)
 
 
 class Interrupted(HermesStoreError):
@@ -329,16 +359,23 @@ def _stdout_writable() -> bool:
     return True
 
 
-def _stdout_failed(ctx: click.Context, err: OSError) -> NoReturn:
-    """Standard output cannot take more (a full disk, a closed pipe): say so on stderr and
-    point stdout at /dev/null so the interpreter's last flush does not fail again. A closed
-    pipe is the reader's choice (``| head``) and is not reported."""
+def stdout_to_devnull() -> None:
+    """Point standard output at /dev/null, so the interpreter's last flush of what a closed
+    pipe or a full disk refused does not fail again on the way out."""
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except (OSError, ValueError, io.UnsupportedOperation):
         pass  # not a real file descriptor (a test runner's buffer): nothing will flush it
-    if err.errno != errno.EPIPE:
-        click.echo(f"error: cannot write to standard output: {err.strerror or err}", err=True)
+
+
+def _stdout_failed(ctx: click.Context, err: OSError) -> NoReturn:
+    """Standard output cannot take more (a full disk, a closed pipe): say so on stderr and
+    point stdout at /dev/null so the interpreter's last flush does not fail again. A closed
+    pipe is the reader's choice (``| head``): exit 0, nothing said."""
+    stdout_to_devnull()
+    if err.errno == errno.EPIPE:
+        ctx.exit(0)  # as `git log | head`: the reader has all it wanted
+    click.echo(f"error: cannot write to standard output: {err.strerror or err}", err=True)
     ctx.exit(1)
 
 
@@ -355,28 +392,53 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 
 
 def open_read(obj: Ctx) -> Any:
-    """The store's engine opened read-only at head, or None (with a note) when there is none."""
-    from hermes_store.db import migrate
+    """The store's engine opened read-only at head, or None (with a note) for a store file
+    that exists and holds nothing yet. A missing one is exit 3: a mistyped ``--db`` must not
+    read as an empty store."""
+    from hermes_store.db import schema_state
     from hermes_store.db.engine import open_engine
 
     target = obj.read_store or obj.db
-    st = migrate.status(target)
-    if st.state in ("missing", "empty"):
-        obj.note(f"note: no store at {target} yet (`hermes-store upgrade` creates one)")
+    st = schema_state.status(target)
+    if st.state == "missing":
+        raise StoreNotFoundError(f"no store at {target} (check the path; `hermes-store "
+                                 "upgrade` creates one)")
+    if st.state == "empty":
+        obj.note(f"note: the store at {target} is empty (`hermes-store upgrade` sets it up)")
         return None
-    require_head(obj, st, target)
+    if obj.snapshot and st.state in ("legacy", "behind"):
+        return open_engine(_snapshot(obj, st), readonly=True)
+    require_head(obj, st, target, reading=True)
     return open_engine(target, readonly=True)
 
 
+def _snapshot(obj: Ctx, st: SchemaStatus) -> Path:
+    """An upgraded temporary copy of the store to read, removed when the command ends."""
+    from hermes_store.ops.snapshot import upgraded_snapshot
+
+    path = file_only(obj, "--snapshot", "upgrade the database, or read it with a "
+                     "hermes_store that knows its revision")
+    obj.note(f"note: {path} is {st.describe()}; reading an upgraded temporary copy "
+             "(the store itself is not changed)")
+    return click.get_current_context().with_resource(upgraded_snapshot(path))
+
+
 def require_head(obj: Ctx, st: SchemaStatus | None = None,
-                 where: Path | StoreLocation | None = None) -> None:
-    from hermes_store.db import migrate
+                 where: Path | StoreLocation | None = None, *, reading: bool = False) -> None:
+    """Exit 6 unless the store is at head; for a reading command on a file that an upgrade
+    would bring to head, the message also offers ``--snapshot``."""
+    from hermes_store.db import schema_state
 
     where = where or obj.db
-    st = st or migrate.status(where)
+    st = st or schema_state.status(where)
     if not st.at_head:
-        raise SchemaMismatchError(f"{where} is {st.describe()}: run `hermes-store upgrade`",
-                                  state=st.state, current=st.current, head=st.head)
+        offer = ""
+        if reading and isinstance(where, Path) and st.state in ("legacy", "behind"):
+            offer = (", or read it unchanged through an upgraded temporary copy: "
+                     "`hermes-store --snapshot --db PATH COMMAND …`")
+        raise SchemaMismatchError(
+            f"{where} is {st.describe()}: reading it needs the current schema; run "
+            f"`hermes-store upgrade`{offer}", state=st.state, current=st.current, head=st.head)
 
 
 def open_write(obj: Ctx) -> Any:
@@ -475,16 +537,19 @@ def filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                    "(default: $HERMES_STORE_READ_URL).")
 @click.option("--json", "as_json", is_flag=True, help="Exactly one JSON document on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="No notes or progress on stderr.")
+@click.option("--snapshot", is_flag=True,
+              help="Reading commands on a legacy or older SQLite store read an upgraded "
+                   "temporary copy; the store itself is never changed.")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_print_version, help="Print the version and the head schema revision.")
 @click.pass_context
 def main(ctx: click.Context, db: str | None, profile: str | None, read_db: str | None,
-         as_json: bool, quiet: bool) -> None:
+         as_json: bool, quiet: bool, snapshot: bool) -> None:
     """Maintain the Hermes agent's session store.
 
     Exit codes: 0 ok, 1 failure or declined, 2 usage, 3 not found, 4 ambiguous id,
     5 busy or held, 6 schema mismatch, 7 damage, 8 partial, 9 server unavailable,
-    130 interrupted.
+    10 server refused the login, 130 interrupted.
 
     \b
     Example:
@@ -492,7 +557,7 @@ def main(ctx: click.Context, db: str | None, profile: str | None, read_db: str |
       hermes-store --db postgresql://hermes@db.example/hermes check
       hermes-store --json stats
     """
-    ctx.obj = Ctx(store=Path(), as_json=as_json, quiet=quiet)
+    ctx.obj = Ctx(store=Path(), as_json=as_json, quiet=quiet, snapshot=snapshot)
     location = resolve_location(db, profile)  # an unusable URL is exit 2, with --json too
     ctx.obj.store = location.path or location
     ctx.obj.read_store = resolve_read_location(read_db, location)

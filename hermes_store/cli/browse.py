@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -31,10 +32,11 @@ if TYPE_CHECKING:
 TOOL_RESULT_CHARS = 2000
 QUERY_ECHO = 80  # characters of the query repeated back in "no messages match"
 LIST_KEYS = (*ITEM_KEYS, "preview", "workspace")
-SEARCH_KEYS = ("session_id", "message_id", "role", "timestamp", "tool_name", "snippet", "title",
-               "source")
+SEARCH_KEYS = ("session_id", "message_id", "role", "timestamp", "tool_name", "snippet", "matches",
+               "title", "source")
 SHOW_KEYS = ("id", "session_id", "role", "timestamp", "tool_name", "tool_call_id", "compacted",
              "content", "tool_calls")
+NARROW = 80  # below this many columns, times print as their age alone ("2h ago")
 LIST_COLUMNS = (formats.Column("title", 12), formats.Column("workspace", 8),
                 formats.Column("last active"), formats.Column("source", 6), formats.Column("id"))
 
@@ -88,9 +90,11 @@ def list_cmd(obj: Ctx, flt: SessionFilter, limit: int, show_all: bool, archived:
         if not rows:
             say("no sessions match")
             return
+        short = formats.terminal_width() < NARROW
         cells = [[visible(str(c)) for c in (
             ("* " if row.get("pinned") else "") + (row.get("title") or row.get("preview") or "—"),
-            _workspace(row), when(row.get("last_active")), source_label(row), row["id"])]
+            _workspace(row), when(row.get("last_active"), short=short), source_label(row),
+            row["id"])]
             for row in rows]
         for line in formats.table_lines(LIST_COLUMNS, cells, headers=obj.headers):
             say(line)
@@ -167,7 +171,8 @@ def show(obj: Ctx, session: str, tail: int | None, full: bool, include_compacted
          whole_lineage: bool, tip: bool) -> None:
     """One session: a header, then its messages with role and time.
 
-    SESSION is a full id or a unique prefix of at least 4 characters.
+    SESSION is a full id, a unique prefix of at least 4 characters, or `latest` (the
+    session with the newest activity).
 
     \b
     Example:
@@ -176,9 +181,9 @@ def show(obj: Ctx, session: str, tail: int | None, full: bool, include_compacted
     """
     from rich.markup import escape
 
+    from hermes_store.content import text_of
     from hermes_store.db.engine import reading
     from hermes_store.repo import listing
-    from hermes_store.content import text_of
     from hermes_store.transfer.reader import StoreReader
 
     engine = open_read(obj)
@@ -298,16 +303,23 @@ class _QueryCommand(StoreCommand):
 @click.option("--include-tools", is_flag=True,
               help="Also search whole tool outputs (the index holds their first 8 KiB).")
 @click.option("--no-archived", is_flag=True, help="Leave archived sessions out.")
+@click.option("--model", default=None, metavar="TEXT",
+              help="Only sessions whose model contains TEXT (case-insensitive).")
+@click.option("--markers", is_flag=True,
+              help="Keep the >>>hit<<< markers in --json/--nl/--csv/--tsv snippets (default: "
+                   "plain text plus each hit's [start, end] under matches).")
 @record_options
 @click.pass_obj
 def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
                session_ref: str | None, roles: tuple[str, ...], newer_than: str | None,
-               limit: int, offset: int, include_tools: bool, no_archived: bool) -> None:
+               limit: int, offset: int, include_tools: bool, no_archived: bool,
+               model: str | None, markers: bool) -> None:
     """Full-text search over messages; results grouped by session.
 
     Words are ANDed; "phrase", OR, NOT/-word and prefix* work; CJK terms of any length.
     A query FTS cannot parse is retried as literal words, never shown as an error.
-    A word starting with - excludes it (search unsafe -Rust); put -- before a query whose
+    A word starting with - excludes it (search unsafe -Rust), as NOT does; the Python API
+    reads -word as a word unless given syntax="exclusions". Put -- before a query whose
     words could be read as options (search -- -q).
 
     \b
@@ -324,22 +336,30 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
 
     text = " ".join(query)
     flt = SessionFilter(newer_than=newer_than)
-    expression = results.with_exclusions(text)
     engine = open_read(obj)
     found = results.SessionHits()
+    titled = 0
     if engine is not None:
         with reading(engine) as conn:
             scope = None
             if session_ref is not None:
                 scope = results.lineage_scope(conn, listing.resolve_ref(conn, session_ref))
             found = results.search_sessions_hits(
-                conn, expression, sources=list(sources) or None, roles=list(roles) or None,
+                conn, text, syntax="exclusions", sources=list(sources) or None, roles=list(roles) or None,
                 limit=limit, offset=offset, scope=scope, active_after=flt.window().active_after,
-                no_archived=no_archived, include_tools=include_tools)
+                no_archived=no_archived, include_tools=include_tools, model=model)
+            titled = 0 if found.hits or offset else results.title_matches(conn, text)
     hits, meta, groups = found.hits, found.sessions, found.grouped()
+    from hermes_store.search.snippets import unmark
+
+    def snippet_fields(hit: dict[str, Any]) -> dict[str, Any]:
+        plain, spans = unmark(" ".join(str(hit.get("snippet") or "").split()))
+        return {"snippet": hit.get("snippet") if markers else plain,
+                "matches": [list(s) for s in spans]}
+
     payload = [{"session": session_item(meta[sid], meta[sid].get("lineage_tip_id")),
                 "hits": [{"message_id": h["id"], "role": h["role"],
-                          "timestamp": iso(h.get("timestamp")), "snippet": h.get("snippet"),
+                          "timestamp": iso(h.get("timestamp")), **snippet_fields(h),
                           "tool_name": h.get("tool_name")} for h in group]}
                for sid, group in groups.items()]
 
@@ -352,30 +372,82 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
 
     def render() -> None:
         if not hits:
-            shown = text if len(text) <= QUERY_ECHO else text[:QUERY_ECHO] + "…"
-            say(f"no messages match {shown!r}" + (f" after the first {offset}" if offset else ""))
+            for line in _no_hits(text, offset, limit, found, titled):
+                say(line)
             return
         con = out_console()
+        short = formats.terminal_width() < NARROW
         for sid, group in groups.items():
             row = meta[sid]
             label = " \\[archived]" if row.get("archived") else ""
             con.print(f"[bold]{escape(row.get('title') or '(untitled)')}[/bold]{label}")
             con.print(f"  {sid}  {source_label(row)}  last active "
-                      f"{when(row.get('last_active'))}", markup=False)
+                      f"{when(row.get('last_active'), short=short)}", markup=False)
             for h in group:
-                snippet = " ".join(str(h.get("snippet") or "").split())
-                con.print(f"    {h['role']:<9} {when(h.get('timestamp'))}  {snippet}",
-                          markup=False)
+                head = f"    {h['role']:<9} {when(h.get('timestamp'), short=short)}  "
+                con.print(_snippet_line(head, " ".join(str(h.get("snippet") or "").split()),
+                                        bold=sys.stdout.isatty()))
         if footer:
             say(footer)
 
     flat = [{"session_id": h["session_id"], "message_id": h["id"], "role": h["role"],
              "timestamp": iso(h.get("timestamp")), "tool_name": h.get("tool_name"),
-             "snippet": h.get("snippet"), "title": meta[h["session_id"]].get("title"),
+             **snippet_fields(h), "title": meta[h["session_id"]].get("title"),
              "source": meta[h["session_id"]].get("source")} for h in hits]
     obj.emit("search", {"query": text, "count": len(hits), "offset": offset,
                         "total": found.total, "total_exact": found.exact, "more": more > 0,
                         "results": payload}, render, records=(SEARCH_KEYS, flat))
+
+
+def _snippet_line(head: str, snippet: str, *, bold: bool) -> Any:
+    """One hit's line, cut to the output's width: in a terminal the hits in bold, elsewhere
+    between the markers (plain text that survives a pipe)."""
+    from rich.text import Text
+
+    from hermes_store.search.snippets import MARK_CLOSE, MARK_OPEN, unmark
+
+    room = max(10, formats.terminal_width() - len(head))
+    plain, spans = unmark(visible(snippet))
+    if not bold:  # the markers take room too
+        room = max(10, room - (len(MARK_OPEN) + len(MARK_CLOSE)) * min(len(spans), 2))
+    if len(plain) > room:  # keep the first hit in view: start a little before it
+        start = max(0, min(spans[0][0] - 20 if spans else 0, len(plain) - room))
+        plain = ("…" if start else "") + plain[start:start + room - 2] + "…"
+        shift = start - (1 if start else 0)
+        spans = [(max(0, s - shift), min(len(plain) - 1, e - shift)) for s, e in spans
+                 if e - shift > 0 and s - shift < len(plain) - 1]
+    line = Text(head)
+    at = 0
+    for s, e in spans:
+        line.append(plain[at:s])
+        line.append(plain[s:e], style="bold") if bold else line.append(
+            f"{MARK_OPEN}{plain[s:e]}{MARK_CLOSE}")
+        at = e
+    line.append(plain[at:])
+    return line
+
+
+def _no_hits(text: str, offset: int, limit: int, found: Any, titled: int) -> list[str]:
+    """"no messages match", with why when it can be told: a query of exclusions alone, an
+    offset past the last hit, or the words found in session titles instead."""
+    from hermes_store.search import results
+
+    shown = text if len(text) <= QUERY_ECHO else text[:QUERY_ECHO] + "…"
+    if offset and found.total:
+        bound = "" if found.exact else "at least "
+        return [(f"no hits after the first {offset:,}: {shown!r} matches {bound}"
+                 f"{found.total:,} {_plural(found.total, 'message')} (--offset "
+                 f"{max(0, found.total - 1) // limit * limit} shows the last page)")]
+    lines = [f"no messages match {shown!r}" + (f" after the first {offset:,}" if offset else "")]
+    if results.exclusions_only(text):
+        lines.append("hint: the query only excludes words (-word, NOT word), and exclusions "
+                     "alone match nothing; add a word to look for")
+    if titled:
+        count = f"{titled}+" if titled >= 20 else str(titled)
+        lines.append(f"hint: search reads messages, not titles; {count} session "
+                     f"{_plural(titled, 'title')} contain it: hermes-store list --title "
+                     f"{shown!r}")
+    return lines
 
 
 def _plural(n: int, word: str) -> str:

@@ -21,6 +21,7 @@ from hermes_store.cli.app import (
 )
 from hermes_store.cli.render import commands_marked, iso, out_console, size, visible, when
 from hermes_store.errors import StoreFullError
+from hermes_store.errors import StoreUnopenableError
 
 if TYPE_CHECKING:
     from hermes_store.ops import stats
@@ -61,9 +62,22 @@ def _render_stats(st: stats.StoreStats) -> None:
             table.add_row(visible(str(row["source"])), f"{row['sessions']:,}")
         con.print(table)
     if st.space.available:
-        table = Table("object", "kind", "table", "bytes", title="space", title_justify="left")
+        from rich import box
+        from rich.table import Column
+
+        from hermes_store.cli.formats import terminal_width
+
+        # Names are never cut (cut ones read as duplicates); a narrow terminal drops the
+        # owning-table column and the borders instead.
+        narrow = terminal_width() < 80
+        columns = [Column("object", overflow="fold"), "kind",
+                   *([] if narrow else [Column("table", overflow="fold")]), "bytes"]
+        table = Table(*columns, title="space", title_justify="left",
+                      box=box.SIMPLE if narrow else box.HEAVY_HEAD)
         for item in st.space.items:
-            table.add_row(visible(item.name), item.kind, visible(item.table), size(item.bytes))
+            cells = [visible(item.name), item.kind,
+                     *([] if narrow else [visible(item.table)]), size(item.bytes)]
+            table.add_row(*cells)
         con.print(table)
         if st.space.fts_share is not None:
             con.print(f"FTS share {st.space.fts_share:.0%} of the file "
@@ -145,11 +159,7 @@ def doctor(obj: Ctx, full: bool) -> None:
 
         _doctor_done(obj, server.diagnose(open_engine(obj.db, readonly=True), str(obj.db)))
         return
-    if not obj.db.exists():
-        obj.note(f"note: no store at {obj.db} yet (`hermes-store upgrade` creates one)")
-        obj.emit("doctor", {"path": str(obj.db), "exists": False, "healthy": True,
-                            "findings": []}, f"{obj.db}: no store")
-        return
+    need_store(obj.db)
     from hermes_store.db.engine import open_engine, reading
     from hermes_store.ops import stats
     from hermes_store.ops.holders import find_holders
@@ -162,6 +172,8 @@ def doctor(obj: Ctx, full: bool) -> None:
                                     sqlite_version=sqlite3.sqlite_version_info)
     except StoreFullError:
         raise  # a full disk is no damage: the error says to free space, not to recover
+    except StoreUnopenableError:
+        raise  # a directory, a file we may not read, not SQLite at all: not damage
     except sqlite3.DatabaseError as err:
         report = stats.DoctorReport(
             str(obj.db), {"state": "unreadable"},

@@ -3,7 +3,9 @@ made safe for a terminal. Nothing here touches the store."""
 
 from __future__ import annotations
 
+import errno
 import functools
+import os
 import re
 import sys
 import time
@@ -49,6 +51,12 @@ def _console_class() -> type[Console]:
             super().print(*(visible(o) if isinstance(o, str) else o for o in objects),
                           **kwargs)
 
+        def on_broken_pipe(self) -> None:
+            # rich's own answer is SystemExit(1); the command's handler makes a reader that
+            # closed the pipe (`| head -1`) exit 0, whichever way the output was written.
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
     return SafeConsole
 
 
@@ -83,9 +91,13 @@ def age(seconds: float) -> str:
     return "just now"
 
 
-def when(ts: Any) -> str:
+def when(ts: Any, *, short: bool = False) -> str:
+    """Local time and age ("2026-09-15 07:49 (2h ago)"); ``short``: the age alone, for
+    narrow terminals."""
     if iso(ts) is None:
         return "?"
+    if short:
+        return age(max(0.0, time.time() - ts))
     local = datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
     return f"{local} ({age(max(0.0, time.time() - ts))})"
 

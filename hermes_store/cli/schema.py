@@ -118,11 +118,11 @@ def current(obj: Ctx) -> None:
     Example:
       hermes-store current --json
     """
-    from hermes_store.db import migrate
+    from hermes_store.db import schema_state
     from hermes_store.db.engine import open_engine, reading
     from hermes_store.ops import stats
 
-    st = migrate.status(obj.db)
+    st = schema_state.status(obj.db)
     caps: dict[str, Any] = {}
     if st.state not in ("missing", "empty"):
         with reading(open_engine(obj.db, readonly=True)) as conn:
@@ -132,12 +132,15 @@ def current(obj: Ctx) -> None:
                 from hermes_store.ops import server
 
                 caps = server.capabilities(conn)
+    # The engine's version: a server's own (its journal is not ours to report), else SQLite's.
+    engine_line = (f"server:   PostgreSQL {caps.get('server_version') or '?'}"
+                   if not isinstance(obj.db, Path) else f"sqlite:   {sqlite3.sqlite_version}")
     lines = [str(obj.db), f"revision: {st.current or '-'}", f"head:     {st.head}",
-             f"state:    {st.describe()}", f"sqlite:   {sqlite3.sqlite_version}"]
+             f"state:    {st.describe()}", engine_line]
     if caps:
         backfill = caps["backfill"] or {}
-        lines += [f"journal:  {caps['journal_mode']}",
-                  f"layout:   {caps['layout_version']}"
+        lines += [f"journal:  {caps['journal_mode']}"] if caps["journal_mode"] else []
+        lines += [f"layout:   {caps['layout_version']}"
                   + (" (backfill pending)" if backfill.get("pending") else ""),
                   f"fts5:     {'yes' if caps['fts5'] else 'no'}, trigram: "
                   f"{'yes' if caps['trigram'] else 'no'}"]

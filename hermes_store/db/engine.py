@@ -59,8 +59,9 @@ from hermes_store.errors import (
     BackendNotSupportedError,
     StoreBusyError,
     StoreNotFoundError,
+    StoreReplacedError,
 )
-from hermes_store.paths import StoreLocation, require_parent, resolve_location
+from hermes_store.paths import StoreLocation, open_problem, require_parent, resolve_location
 
 log = logging.getLogger(__name__)
 
@@ -245,8 +246,9 @@ def _module_available(module: str, connect: Callable[..., sqlite3.Connection]) -
 
 def _connect_factory(path: str, readonly: bool) -> Callable[[], sqlite3.Connection]:
     def connect() -> sqlite3.Connection:
-        if readonly:
-            target = Path(path).resolve().as_uri() + "?mode=ro"
+        if readonly:  # immutable: no -wal to read, and no -shm can be made (a read-only dir)
+            frozen = not (os.access(os.path.dirname(path), os.W_OK) or os.path.exists(f"{path}-wal"))
+            target = Path(path).resolve().as_uri() + ("?mode=ro&immutable=1" if frozen else "?mode=ro")
             dbapi = sqlite3.connect(target, uri=True, timeout=BUSY_TIMEOUT_S,
                                     check_same_thread=False, isolation_level=None)
         else:
@@ -309,11 +311,10 @@ def open_engine(target: str | os.PathLike[str] | StoreLocation, *,
     if location.path is None:
         return postgres.open_engine(location, readonly)
     p = location.path
-    if readonly:
-        if not p.exists():
-            raise StoreNotFoundError(f"no store at {p}")
-    else:
+    if not readonly:
         _ensure_file(p)
+    if (problem := open_problem(p, write=not readonly)) is not None:
+        raise problem  # missing for a read, a directory, unreadable, read-only, not SQLite
     key = (str(p.resolve()), readonly)
     with _registry_lock:
         engine = _engines.get(key)

@@ -32,7 +32,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
@@ -43,7 +42,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
 
-from hermes_store.db import catalog, postgres
+from hermes_store.db import catalog, postgres, schema_state
 from hermes_store.db.engine import (
     READ_COMMITTED,
     fts5_available,
@@ -54,6 +53,7 @@ from hermes_store.db.engine import (
     run_write,
 )
 from hermes_store.db.revisions import script_location
+from hermes_store.db.schema_state import SchemaStatus, status, status_of  # noqa: F401 - re-exported
 from hermes_store.errors import SchemaMismatchError, StoreNotFoundError
 from hermes_store.paths import StoreLocation, resolve_location
 
@@ -127,67 +127,9 @@ def head_revision(location: str | None = None) -> str:
 # --------------------------------------------------------------------------- status
 
 
-@dataclass
-class SchemaStatus:
-    state: str
-    current: str | None
-    head: str
-    pending: list[str] = field(default_factory=list)
-    legacy_version: int | None = None
-
-    @property
-    def at_head(self) -> bool:
-        return self.state == "up-to-date"
-
-    def describe(self) -> str:
-        if self.state == "behind":
-            return f"behind ({len(self.pending)} pending: {', '.join(self.pending)})"
-        if self.state == "legacy":
-            if self.legacy_version is None:
-                return "legacy (Hermes schema_version empty)"
-            return f"legacy (Hermes schema_version={self.legacy_version})"
-        if self.state == "ahead":
-            return f"ahead (unknown revision {self.current})"
-        return self.state
-
-
-def status_of(conn: Connection, location: str | None = None) -> SchemaStatus:
-    location = location or script_location()
-    script = ScriptDirectory(location)
-    head = head_revision(location)
-    tables = catalog.relations(conn)
-    if "alembic_version" in tables:
-        current = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
-        if current == head:
-            return SchemaStatus("up-to-date", current, head)
-        try:
-            pending = [s.revision for s in script.iterate_revisions(head, current)]
-        except Exception:  # noqa: BLE001 - alembic raises several kinds for an unknown id
-            return SchemaStatus("ahead", current, head)
-        return SchemaStatus("behind", current, head, list(reversed(pending)))
-    if "schema_version" in tables:
-        version = conn.exec_driver_sql("SELECT MAX(version) FROM schema_version").scalar()
-        return SchemaStatus("legacy", None, head, legacy_version=version)
-    if tables - {"sqlite_sequence"}:
-        return SchemaStatus("unknown", None, head)
-    return SchemaStatus("empty", None, head)
-
-
-def status(target: Target = None) -> SchemaStatus:
-    """Where the store stands; reads only (a missing file is reported, not created)."""
-    if isinstance(target, Engine):
-        engine = target
-    else:
-        location = resolve_location(target)
-        if location.path is not None and not location.path.exists():
-            return SchemaStatus("missing", None, head_revision())
-        engine = open_engine(location, readonly=True)
-    with reading(engine) as conn:
-        return status_of(conn)
-
-
-def current(target: Target = None) -> str | None:
-    return status(target).current
+# The status is read without Alembic (db.schema_state: every reading command asks first);
+# its names stay importable from here.
+current = schema_state.current
 
 
 def pending_revisions(st: SchemaStatus, revision: str = "head", *,

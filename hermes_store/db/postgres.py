@@ -59,6 +59,7 @@ from hermes_store.errors import (
     StoreBusyError,
     StoreFullError,
     StoreIntegrityError,
+    StoreAuthError,
     StoreNotFoundError,
     StoreReadOnlyError,
     StoreUnavailableError,
@@ -100,6 +101,11 @@ _BOUNDS = text(
 _LOCK_BOUND = text("SELECT set_config('lock_timeout', :lock_ms, true)")
 _QUERY_CANCELED = "57014"
 _LOCK_NOT_AVAILABLE = "55P03"
+# A refused login (invalid_authorization_specification, invalid_password), also known by its
+# words since libpq may report it without a SQLSTATE.
+_AUTH_STATES = ("28000", "28P01")
+_AUTH_RE = re.compile(r'password authentication failed|authentication failed for user'
+                      r'|role ".*" does not exist|no pg_hba\.conf entry')
 _INTEGRITY_WORDS = {"23503": "FOREIGN KEY", "23505": "UNIQUE", "23502": "NOT NULL",
                     "23514": "CHECK"}
 
@@ -247,6 +253,11 @@ def unreachable(location: StoreLocation, err: BaseException) -> HermesStoreError
             f"{location.display}: the server has no database {location.database!r} "
             f"(create it first, e.g. `createdb {location.database}`)")
     port = location.url.port or 5432
+    if getattr(inner, "sqlstate", None) in _AUTH_STATES or _AUTH_RE.search(reason):
+        return StoreAuthError(
+            f"the PostgreSQL server {location.host}:{port} refused the login to "
+            f"{location.database!r}: {reason} (check the user and password in the URL)",
+            host=location.host, database=location.database)
     return StoreUnavailableError(
         f"cannot reach the PostgreSQL database {location.database!r} on "
         f"{location.host}:{port}: {reason}", host=location.host, database=location.database)

@@ -21,9 +21,13 @@ def script_location() -> str:
 
 def head(location: str | None = None) -> str:
     """The one revision no other revision builds on (Alembic's head of this linear chain)."""
+    return _head(location or script_location())
+
+
+def _head(location: str) -> str:
     revisions: set[str] = set()
     parents: set[str] = set()
-    for script in sorted((Path(location or script_location()) / "versions").glob("*.py")):
+    for script in sorted((Path(location) / "versions").glob("*.py")):
         text = script.read_text(encoding="utf-8")
         found = _REVISION.search(text)
         if found is None:
@@ -34,3 +38,29 @@ def head(location: str | None = None) -> str:
     if len(heads) != 1:
         raise RuntimeError(f"the migrations have {len(heads)} heads: {sorted(heads)}")
     return heads.pop()
+
+
+def _links(location: str) -> dict[str, str | None]:
+    """Each revision of the chain and the one it builds on (None for the first)."""
+    links: dict[str, str | None] = {}
+    for script in sorted((Path(location) / "versions").glob("*.py")):
+        text = script.read_text(encoding="utf-8")
+        found = _REVISION.search(text)
+        if found is not None:
+            down = _DOWN.search(text)
+            links[found.group(1)] = down.group(1) if down else None
+    return links
+
+
+def pending(current: str | None, location: str | None = None) -> list[str] | None:
+    """The revisions from ``current`` (exclusive) up to the head, oldest first; None when
+    ``current`` is not a revision of this chain (a newer hermes_store wrote it)."""
+    links = _links(location or script_location())
+    if current is not None and current not in links:
+        return None
+    out: list[str] = []
+    at: str | None = head(location)
+    while at is not None and at != current:
+        out.append(at)
+        at = links.get(at)
+    return list(reversed(out))

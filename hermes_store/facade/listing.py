@@ -97,10 +97,11 @@ def search_sessions(db: SessionDB, source: str | None = None, limit: int = 20,
 def search_messages(db: SessionDB, query: str, source_filter: Sequence[str] | None = None,
                     exclude_sources: Sequence[str] | None = None,
                     role_filter: Sequence[str] | None = None, limit: int = 20, offset: int = 0,
-                    sort: str | None = None,
-                    include_inactive: bool = False) -> list[dict[str, Any]]:
+                    sort: str | None = None, include_inactive: bool = False,
+                    syntax: str = "agent") -> list[dict[str, Any]]:
     """Search (docs/search.md); rewound rows are hidden unless ``include_inactive``, while
-    compacted ones stay findable (docs/v21.md#parameters)."""
+    compacted ones stay findable (docs/v21.md#parameters). ``syntax="exclusions"`` reads
+    ``-word`` as the command line does (an exclusion); the default keeps v11's reading."""
     args.page(limit, offset)
     if not engine_mod.is_server(db.engine) and not engine_mod.fts5_available():
         opening.note_no_fts5()
@@ -112,4 +113,4 @@ def search_messages(db: SessionDB, query: str, source_filter: Sequence[str] | No
     return read_replica(db, lambda c: search(
         c, query, source_filter=source_filter, exclude_sources=exclude_sources,
         role_filter=role_filter, limit=limit, offset=offset, sort=sort,
-        include_inactive=bool(include_inactive)))
+        include_inactive=bool(include_inactive), syntax=syntax))

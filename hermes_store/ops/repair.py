@@ -33,7 +33,7 @@ from hermes_store.db import derived as layout
 from hermes_store.db.catalog import SchemaObject
 from hermes_store.db.engine import is_lock_error, open_engine, run_write
 from hermes_store.db.sqlite_driver import agent_tokenizer_error, agent_tokenizer_problem
-from hermes_store.errors import StoreDamagedError, StoreNotFoundError
+from hermes_store.errors import StoreDamagedError, StoreNotFoundError, StoreUnopenableError
 from hermes_store.ops import storage
 from hermes_store.ops.backup import backup_path, copy_with_sidecars
 from hermes_store.ops.holders import ensure_not_held
@@ -325,6 +325,11 @@ def probe_store(path: str | Path, *, full: bool = False) -> list[Probe]:
         with engine.connect() as conn:
             with conn.begin():
                 rows = catalog.objects(conn)
+    except StoreUnopenableError as err:
+        if err.reason != "not_sqlite":
+            raise  # a directory, a file we may not read or write: not damage
+        return [Probe("opens", False, f"the file does not open as a database: {err}",
+                      "hermes-store recover --inspect-only")]
     except (exc.DBAPIError, sqlite3.DatabaseError) as err:
         text = _message(err)
         dups = duplicate_schema_rows(p) if "malformed database schema" in text else []

@@ -20,8 +20,8 @@ from sqlalchemy import Connection, Engine, text
 
 from hermes_store.db import catalog
 from hermes_store.db.engine import reading, run_write, vacuum
-from hermes_store.db.migrate import status_of
 from hermes_store.db.models import Base
+from hermes_store.db.schema_state import status_of
 from hermes_store.ops import stats
 from hermes_store.ops.repair import Probe, RepairReport
 from hermes_store.ops.stats import Space, SpaceItem, StoreStats, WalState
@@ -48,10 +48,17 @@ def collect(conn: Connection, display: str) -> StoreStats:
     st = StoreStats(path=display, file_bytes=catalog.database_bytes(conn), wal=WalState("none"),
                     page_size=0, page_count=0, freelist_count=0, **stats.content(conn),
                     space=space_usage(conn),
-                    layout={"version": "postgresql", "markers": {}, "fts_tables": [],
-                            "backfill": None})
+                    layout={"version": "postgresql", "markers": {},
+                            "fts_tables": _search_indexes(conn), "backfill": None})
     st.advice = stats.advise(st)
     return st
+
+
+def _search_indexes(conn: Connection) -> list[str]:
+    """The GIN indexes search reads (a server's counterpart of the FTS5 tables)."""
+    return [str(r[0]) for r in conn.execute(text(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+        "AND indexdef LIKE '%USING gin%' ORDER BY indexname"))]
 
 
 def compact(engine: Engine) -> CompactResult:

@@ -20,8 +20,8 @@ from sqlalchemy import Connection, exc, func, select, text
 from hermes_store.db import catalog, names
 from hermes_store.db import derived as layout
 from hermes_store.db.engine import fts5_available
-from hermes_store.db.migrate import status_of
 from hermes_store.db.models import ChatSession
+from hermes_store.db.schema_state import status_of
 from hermes_store.db.sqlite_driver import agent_tokenizer_problem
 from hermes_store.errors import SchemaMismatchError
 from hermes_store.repo import index_health
@@ -325,7 +325,10 @@ def _upkeep(layout: dict[str, Any], freelist_count: int, freelist_ratio: float,
     reasons: list[str] = []
     backfill = layout.get("backfill") or {}
     if backfill.get("pending"):
-        reasons.append("a search-index backfill is incomplete (search may miss older rows)")
+        # Search stays complete meanwhile: the ids not yet moved are read through the retired
+        # index, or a LIKE over them (docs/search.md#backfill-window); only speed and space wait.
+        reasons.append("a search-index move is unfinished (search still finds every row; "
+                       "finishing it speeds up older rows and frees the old index's space)")
     retired = any(t.endswith("_old") for t in layout.get("fts_tables") or ())
     if retired:
         reasons.append("the old inline search index still fills the file")

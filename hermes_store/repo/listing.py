@@ -34,6 +34,7 @@ from hermes_store.repo.filters import SessionFilter, matching
 from hermes_store.repo.sessions import (
     Executor,
     connection_of,
+    count_with_prefix,
     exists,
     full_row,
     ids_with_prefix,
@@ -268,14 +269,24 @@ def sessions_by_id(conn: Executor, ids: Sequence[str]) -> Iterator[dict[str, Any
 # --------------------------------------------------------------------------- the command line
 
 
+# The reference that names the most recently active session (a session called so still wins).
+LATEST = "latest"
+
+
 def resolve_ref(conn: Executor, ref: str) -> str:
-    """A full id, or a unique prefix of at least ``MIN_PREFIX`` characters (an exact id wins).
+    """A full id, or a unique prefix of at least ``MIN_PREFIX`` characters (an exact id wins),
+    or ``latest``: the session with the newest activity.
 
     SessionNotFoundError for none; AmbiguousSessionError for several, carrying up to
     ``MAX_CANDIDATES`` of them with their title and last activity."""
     ref = ref.strip()
     if exists(conn, ref):
         return ref
+    if ref == LATEST:
+        newest = search_sessions(conn, limit=1)
+        if not newest:
+            raise SessionNotFoundError(ref, "the store holds no sessions yet")
+        return str(newest[0]["id"])
     if len(ref) < MIN_PREFIX:
         raise SessionNotFoundError(ref, f"no session is called {ref!r}, and a prefix needs at "
                                         f"least {MIN_PREFIX} characters")
@@ -285,7 +296,8 @@ def resolve_ref(conn: Executor, ref: str) -> str:
     if len(found) == 1:
         return found[0]
     shown = found[:MAX_CANDIDATES]
-    raise AmbiguousSessionError(ref, shown, candidate_rows(conn, shown))
+    total = len(found) if len(found) <= MAX_CANDIDATES else count_with_prefix(conn, ref)
+    raise AmbiguousSessionError(ref, shown, candidate_rows(conn, shown), total=total)
 
 
 def resolve_refs(conn: Executor, refs: Sequence[str]) -> list[str]:

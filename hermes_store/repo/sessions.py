@@ -13,7 +13,7 @@ import time
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from sqlalchemy import Connection, case, exc, func, literal_column, select, update
+from sqlalchemy import Connection, and_, case, exc, func, literal_column, select, update
 from sqlalchemy.orm import Session
 
 from hermes_store.content import check_integer, check_key, check_text, dump_json
@@ -146,18 +146,28 @@ def _prefix_upper(prefix: str) -> str | None:
     return prefix[:-1] + chr(last + 1)
 
 
-def ids_with_prefix(conn: Executor, prefix: str, limit: int | None = None) -> list[str]:
-    """Ids starting with ``prefix``, case-sensitively, with LIKE wildcards taken literally."""
-    query = select(sessions.c.id).where(
-        sessions.c.id >= prefix,
-        func.substr(sessions.c.id, 1, len(prefix)) == prefix,
-    ).order_by(sessions.c.id)
+def _with_prefix(prefix: str) -> Any:
+    """The condition "the id starts with ``prefix``" (case-sensitive, LIKE wildcards literal),
+    as a range the primary key's index answers."""
+    conditions = [sessions.c.id >= prefix, func.substr(sessions.c.id, 1, len(prefix)) == prefix]
     upper = _prefix_upper(prefix)
     if upper is not None:
-        query = query.where(sessions.c.id < upper)
+        conditions.append(sessions.c.id < upper)
+    return and_(*conditions)
+
+
+def ids_with_prefix(conn: Executor, prefix: str, limit: int | None = None) -> list[str]:
+    """Ids starting with ``prefix``, case-sensitively, with LIKE wildcards taken literally."""
+    query = select(sessions.c.id).where(_with_prefix(prefix)).order_by(sessions.c.id)
     if limit is not None:
         query = query.limit(limit)
     return list(conn.execute(query).scalars())
+
+
+def count_with_prefix(conn: Executor, prefix: str) -> int:
+    """How many ids start with ``prefix`` (an ambiguous prefix names its true count)."""
+    return int(conn.execute(select(func.count()).select_from(sessions)
+                            .where(_with_prefix(prefix))).scalar() or 0)
 
 
 def resolve_session_id(conn: Executor, ref: str) -> str | None:

@@ -469,3 +469,60 @@ def route_term(
     return "bigram" if bigram_ready else "like"  # trigram needs 3 characters per term
 
 
+
+
+# --------------------------------------------------------------------------- syntaxes
+
+# What ``-word`` means, named in one place. ``agent`` (the default of SessionDB.search_messages):
+# the v11 reading, where a leading ``-`` is trimmed like other punctuation and ``-rf`` searches
+# for ``rf``. ``exclusions`` (the command line): ``-word`` and ``-"a phrase"`` exclude.
+SYNTAXES = ("agent", "exclusions")
+_QUERY_TOKEN = re.compile(r'-?"[^"]*"\*?|\S+')
+_OR = "OR"
+
+
+def apply_syntax(query: str | None, syntax: str) -> str | None:
+    """``query`` in the library's own reading, from the reading ``syntax`` names."""
+    if syntax not in SYNTAXES:
+        raise ValueError(f"unknown query syntax {syntax!r}: use one of {', '.join(SYNTAXES)}")
+    return with_exclusions(query) if syntax == "exclusions" and query else query
+
+
+def with_exclusions(text: str) -> str:
+    """The command line's ``-word`` (and ``-"a phrase"``) as the query language's ``NOT``.
+
+    The library's sanitizer trims a leading ``-``, as the session API asks; on the command line
+    a ``-`` before a letter or a quote excludes the term. Juxtaposition binds tighter than NOT,
+    so each exclusion moves to the end of its ``OR`` branch (``a -b c`` is ``a c NOT b``); a
+    branch made of exclusions alone cannot be expressed and is dropped. ``-1`` and a lone
+    ``-`` stay words."""
+    branches: list[tuple[list[str], list[str]]] = [([], [])]
+    for token in _QUERY_TOKEN.findall(text):
+        if token == _OR:
+            branches.append(([], []))
+        elif len(token) > 1 and token[0] == "-" and (token[1].isalpha() or token[1] == '"'):
+            branches[-1][1].append(token[1:])
+        else:
+            branches[-1][0].append(token)
+    parts = [" ".join(words + [f"NOT {term}" for term in excluded])
+             for words, excluded in branches if words]
+    return f" {_OR} ".join(parts)
+
+
+def exclusions_only(text: str) -> bool:
+    """Whether the query only excludes (``-borrow``, ``NOT borrow``): it then matches nothing,
+    by design, and the caller says so rather than a bare "no messages match"."""
+    excluded = positive = 0
+    tokens = [t for t in _QUERY_TOKEN.findall(text) if t != _OR]
+    after_not = False
+    for token in tokens:
+        if token == "NOT":
+            after_not = True
+            continue
+        if after_not or (len(token) > 1 and token[0] == "-"
+                         and (token[1].isalpha() or token[1] == '"')):
+            excluded += 1
+        else:
+            positive += 1
+        after_not = False
+    return excluded > 0 and positive == 0

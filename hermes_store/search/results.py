@@ -9,7 +9,6 @@ number of pages): beyond that the total is a lower bound (``exact`` is False).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,13 +16,16 @@ from sqlalchemy import Connection
 
 from hermes_store.repo import listing
 from hermes_store.repo.retention import lineage_of
+from hermes_store.search.language import (  # noqa: F401 - the command line's names for them
+    apply_syntax,
+    exclusions_only,
+    with_exclusions,
+)
 from hermes_store.search.statements import search_messages
 
 MAX_PAGES = 20
 PAGE = 100
 COUNT_CAP = 1000
-_QUERY_TOKEN = re.compile(r'-?"[^"]*"\*?|\S+')
-_OR = "OR"
 
 
 @dataclass
@@ -51,25 +53,14 @@ class SessionHits:
         return groups
 
 
-def with_exclusions(text: str) -> str:
-    """The command line's ``-word`` (and ``-"a phrase"``) as the query language's ``NOT``.
+def title_matches(conn: Connection, text: str, *, limit: int = 20) -> int:
+    """How many sessions (up to ``limit``) have ``text`` in their title: search reads
+    messages, and a word found only in titles deserves a pointer to ``list --title``."""
+    from hermes_store.repo.filters import SessionFilter
 
-    The library's sanitizer trims a leading ``-``, as the session API asks; on the command line
-    a ``-`` before a letter or a quote excludes the term. Juxtaposition binds tighter than NOT,
-    so each exclusion moves to the end of its ``OR`` branch (``a -b c`` is ``a c NOT b``); a
-    branch made of exclusions alone cannot be expressed and is dropped. ``-1`` and a lone
-    ``-`` stay words."""
-    branches: list[tuple[list[str], list[str]]] = [([], [])]
-    for token in _QUERY_TOKEN.findall(text):
-        if token == _OR:
-            branches.append(([], []))
-        elif len(token) > 1 and token[0] == "-" and (token[1].isalpha() or token[1] == '"'):
-            branches[-1][1].append(token[1:])
-        else:
-            branches[-1][0].append(token)
-    parts = [" ".join(words + [f"NOT {term}" for term in excluded])
-             for words, excluded in branches if words]
-    return f" {_OR} ".join(parts)
+    page = listing.list_matching(conn, SessionFilter(title=text), limit=limit,
+                                 include_archived=True)
+    return len(page.rows)
 
 
 def lineage_scope(conn: Connection, session_id: str) -> set[str]:
@@ -80,17 +71,18 @@ def lineage_scope(conn: Connection, session_id: str) -> set[str]:
 def search_sessions_hits(conn: Connection, text: str, *, sources: list[str] | None = None,
                          roles: list[str] | None = None, limit: int = 20, offset: int = 0,
                          scope: set[str] | None = None, active_after: float | None = None,
-                         no_archived: bool = False,
-                         include_tools: bool = False) -> SessionHits:
+                         no_archived: bool = False, include_tools: bool = False,
+                         syntax: str = "agent", model: str | None = None) -> SessionHits:
     """The ``limit`` hits after the first ``offset`` whose session is in ``scope`` (when
     given), active at or after ``active_after`` and, with ``no_archived``, not archived.
 
     ``include_tools``: the index holds only the first 8 KiB of a tool output, and role
     ``tool`` makes ``search_messages`` read whole bodies; when the first pass leaves room on
     this page, a second pass over tool rows fills it (same filters, same bounds)."""
+    text = apply_syntax(text, syntax)
     wanted = offset + limit
     meta: dict[str, dict[str, Any]] = {}
-    test = _SessionTest(conn, meta, scope, active_after, no_archived)
+    test = _SessionTest(conn, meta, scope, active_after, no_archived, model)
     kept, exact = _matching(conn, text, sources, roles, test, wanted)
     if include_tools and (not roles or "tool" in roles) and exact and len(kept) < wanted:
         seen = {h["id"] for h in kept}
@@ -113,6 +105,7 @@ class _SessionTest:
     scope: set[str] | None
     active_after: float | None
     no_archived: bool
+    model: str | None = None  # substring of the session's model, case-insensitive
 
     def row(self, sid: str) -> dict[str, Any]:
         if sid not in self.meta:
@@ -122,10 +115,12 @@ class _SessionTest:
     def __call__(self, sid: str) -> bool:
         if self.scope is not None and sid not in self.scope:
             return False
-        if not self.no_archived and self.active_after is None:
+        if not self.no_archived and self.active_after is None and not self.model:
             return True
         row = self.row(sid)
         if self.no_archived and row.get("archived"):
+            return False
+        if self.model and self.model.casefold() not in str(row.get("model") or "").casefold():
             return False
         return self.active_after is None or (row.get("last_active") or 0) >= self.active_after
 

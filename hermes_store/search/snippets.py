@@ -8,6 +8,10 @@ from collections.abc import Sequence
 
 from hermes_store.content import text_of
 
+# The markers every route puts around a hit in a snippet (FTS5's snippet() is given the same).
+MARK_OPEN, MARK_CLOSE = ">>>", "<<<"
+_MARKED = re.compile(re.escape(MARK_OPEN) + "(.*?)" + re.escape(MARK_CLOSE), re.DOTALL)
+
 
 @functools.lru_cache(maxsize=256)
 def _pattern(terms: tuple[str, ...]) -> re.Pattern[str] | None:
@@ -31,7 +35,9 @@ def _mark(text: str, match: re.Match[str], width: int, before: int) -> str:
     end = start + width
     hit_end = min(match.end(), end)  # a hit longer than the window is cut, not the window grown
     hit = text[match.start() : hit_end]
-    body = f"{text[start : match.start()]}>>>{hit}<<<{text[hit_end:end]}"
+    # Every later hit inside the window is marked too, not only the first.
+    rest = match.re.sub(lambda m: f"{MARK_OPEN}{m.group()}{MARK_CLOSE}", text[hit_end:end])
+    body = f"{text[start : match.start()]}{MARK_OPEN}{hit}{MARK_CLOSE}{rest}"
     return ("..." if start > 0 else "") + body + ("..." if end < len(text) else "")
 
 
@@ -47,3 +53,24 @@ def snippet_from_text(
             return _mark(text, match, width, before)
         plain.append(text)
     return next((t[:width] for t in plain if t), "")
+
+
+
+def unmark(snippet: str | None) -> tuple[str, list[tuple[int, int]]]:
+    """A marked snippet as plain text plus the ``(start, end)`` character offsets of each hit
+    in it: what a script or a terminal renders its own way instead of the markers."""
+    plain: list[str] = []
+    spans: list[tuple[int, int]] = []
+    at = 0
+    length = 0
+    text = snippet or ""
+    for match in _MARKED.finditer(text):
+        before = text[at:match.start()]
+        plain.append(before)
+        length += len(before)
+        spans.append((length, length + len(match.group(1))))
+        plain.append(match.group(1))
+        length += len(match.group(1))
+        at = match.end()
+    plain.append(text[at:])
+    return "".join(plain), spans

@@ -227,12 +227,15 @@ def search_messages(db: Session | Connection, query: str | None, *,
                     source_filter: Sequence[str] | None = None,
                     exclude_sources: Sequence[str] | None = None,
                     role_filter: Sequence[str] | None = None, limit: int = 20, offset: int = 0,
-                    sort: str | None = None,
-                    include_inactive: bool = False) -> list[dict[str, Any]]:
+                    sort: str | None = None, include_inactive: bool = False,
+                    syntax: str = "agent") -> list[dict[str, Any]]:
     """Search messages (docs/search.md): a list of hit dicts, best or newest first; never raises
     for any query text. ``limit``/``offset`` below 0 raise ``ValueError``; a damaged index
     raises ``SearchIndexDamagedError`` (docs/search.md#damage). Rewound rows are hidden unless
-    ``include_inactive`` (compacted ones stay findable)."""
+    ``include_inactive`` (compacted ones stay findable). ``syntax``: what ``-word`` means
+    (``language.SYNTAXES``: ``agent`` reads it as a word, ``exclusions`` excludes it, as the
+    command line does)."""
+    query = language.apply_syntax(query, syntax)
     if int(limit) < 0 or int(offset) < 0:
         raise ValueError(f"limit and offset must be >= 0 (got limit={limit}, offset={offset})")
     sources = _normalize_list(source_filter)
