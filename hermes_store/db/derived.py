@@ -223,6 +223,43 @@ CJK_SESSION_BD = """CREATE TRIGGER messages_cjk_session_bd BEFORE DELETE ON sess
 END"""
 
 
+# =========================================================================== sessions: roots
+# (revision 0023) Foreign writers (the agent inserts sessions rows itself) get the lineage root
+# the write units give: a new row takes its parent's root, or its own id. SQLite allows no CTE
+# in a trigger and, with recursive_triggers off (the default for other programs), a trigger
+# does not fire itself again: a foreign relink moves the row and its children; deeper rows keep
+# the old root until a write unit relinks them or ``repair`` refreshes the roots.
+_PARENT_ROOT = ("(SELECT COALESCE(p.root_session_id, p.id) FROM sessions AS p "
+                "WHERE p.id = new.parent_session_id)")
+ROOT_AI = f"""CREATE TRIGGER sessions_root_insert AFTER INSERT ON sessions
+WHEN new.root_session_id IS NULL BEGIN
+    UPDATE sessions SET root_session_id = COALESCE({_PARENT_ROOT}, new.id) WHERE id = new.id;
+END"""
+ROOT_AU = f"""CREATE TRIGGER sessions_root_relink AFTER UPDATE OF parent_session_id ON sessions
+WHEN new.parent_session_id IS NOT old.parent_session_id BEGIN
+    UPDATE sessions SET root_session_id = COALESCE({_PARENT_ROOT}, new.id)
+    WHERE id = new.id OR (parent_session_id = new.id AND id <> new.id);
+END"""
+# PostgreSQL: the same for rows other programs write (a row's own root; the write units move
+# subtrees). A Citus store drops these: there the writer supplies the distribution column.
+PG_ROOT_FUNCTION = """CREATE FUNCTION hermes_sessions_root() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' AND NEW.root_session_id IS NOT NULL THEN
+        RETURN NEW;
+    END IF;
+    IF TG_OP = 'UPDATE' AND (NEW.parent_session_id IS NOT DISTINCT FROM OLD.parent_session_id
+                             OR NEW.root_session_id IS DISTINCT FROM OLD.root_session_id) THEN
+        RETURN NEW;
+    END IF;
+    NEW.root_session_id := COALESCE((SELECT COALESCE(p.root_session_id, p.id) FROM sessions AS p
+                                     WHERE p.id = NEW.parent_session_id), NEW.id);
+    RETURN NEW;
+END $$"""
+PG_ROOT_TRIGGER = """CREATE TRIGGER sessions_root BEFORE INSERT OR UPDATE OF parent_session_id
+ON sessions FOR EACH ROW EXECUTE FUNCTION hermes_sessions_root()"""
+# =========================================================================== end sessions: roots
+
+
 @dataclass(frozen=True)
 class LayoutObject:
     """One schema object: its ``sqlite_master`` type and name, and the statement creating it."""
@@ -268,6 +305,9 @@ OBJECTS: tuple[LayoutObject, ...] = (
     LayoutObject("trigger", "messages_cjk_ad_messages", CJK_MESSAGES_AD),
     LayoutObject("trigger", "messages_cjk_session_au", CJK_SESSION_AU),
     LayoutObject("trigger", "messages_cjk_session_bd", CJK_SESSION_BD),
+    # sessions: roots (0023)
+    LayoutObject("trigger", "sessions_root_insert", ROOT_AI),
+    LayoutObject("trigger", "sessions_root_relink", ROOT_AU),
 )
 
 
