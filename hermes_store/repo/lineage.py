@@ -100,7 +100,8 @@ def refresh_roots(conn: Any, *, max_depth: int = DEFAULT_MAX_DEPTH) -> int:
         select(step.c.id, walk.c.root_id, walk.c.depth + 1)
         .join_from(walk, step, step.c.parent_session_id == walk.c.id)
         .where(walk.c.depth < max_depth))
-    found = dict(conn.execute(select(walk.c.id, func.min(walk.c.root_id)).group_by(walk.c.id)))
+    found = dict(conn.execute(select(walk.c.id, func.min(walk.c.root_id))
+                              .group_by(walk.c.id)).all())
     held = conn.execute(select(sessions.c.id, sessions.c.root_session_id)).all()
     changed = [{"sid": sid, "root": found.get(sid, sid)} for sid, root in held
                if found.get(sid, sid) != root]
