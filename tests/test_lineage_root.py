@@ -185,7 +185,7 @@ def _recursive_parts(sql_text: str) -> list[tuple[str, str]]:
     """(anchor, recursive member) of each recursive CTE in the statement."""
     parts = []
     for body in re.findall(r"AS\s*\((.*?)\)\s*(?:,\s*\w+\s*\(|,\s*\w+\s+AS|\s*SELECT)",
-                           sql_text, flags=re.S):
+                           sql_text, flags=re.DOTALL):
         if "UNION ALL" in body:
             anchor, step = body.split("UNION ALL", 1)
             parts.append((anchor, step))
