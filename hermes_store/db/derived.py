@@ -228,7 +228,7 @@ END"""
 # the write units give: a new row takes its parent's root, or its own id. SQLite allows no CTE
 # in a trigger and, with recursive_triggers off (the default for other programs), a trigger
 # does not fire itself again: a foreign relink moves the row and its children; deeper rows keep
-# the old root until a write unit relinks them or ``repair`` refreshes the roots.
+# the old root until a write unit relinks them (``copy`` and ``recover`` recompute every root).
 _PARENT_ROOT = ("(SELECT COALESCE(p.root_session_id, p.id) FROM sessions AS p "
                 "WHERE p.id = new.parent_session_id)")
 ROOT_AI = f"""CREATE TRIGGER sessions_root_insert AFTER INSERT ON sessions
@@ -240,23 +240,6 @@ WHEN new.parent_session_id IS NOT old.parent_session_id BEGIN
     UPDATE sessions SET root_session_id = COALESCE({_PARENT_ROOT}, new.id)
     WHERE id = new.id OR (parent_session_id = new.id AND id <> new.id);
 END"""
-# PostgreSQL: the same for rows other programs write (a row's own root; the write units move
-# subtrees). A Citus store drops these: there the writer supplies the distribution column.
-PG_ROOT_FUNCTION = """CREATE FUNCTION hermes_sessions_root() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'INSERT' AND NEW.root_session_id IS NOT NULL THEN
-        RETURN NEW;
-    END IF;
-    IF TG_OP = 'UPDATE' AND (NEW.parent_session_id IS NOT DISTINCT FROM OLD.parent_session_id
-                             OR NEW.root_session_id IS DISTINCT FROM OLD.root_session_id) THEN
-        RETURN NEW;
-    END IF;
-    NEW.root_session_id := COALESCE((SELECT COALESCE(p.root_session_id, p.id) FROM sessions AS p
-                                     WHERE p.id = NEW.parent_session_id), NEW.id);
-    RETURN NEW;
-END $$"""
-PG_ROOT_TRIGGER = """CREATE TRIGGER sessions_root BEFORE INSERT OR UPDATE OF parent_session_id
-ON sessions FOR EACH ROW EXECUTE FUNCTION hermes_sessions_root()"""
 # =========================================================================== end sessions: roots
 
 
