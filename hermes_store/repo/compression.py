@@ -17,13 +17,16 @@ Functions take a caller-owned ``Connection`` and never commit.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from sqlalchemy import (
     CTE,
     ColumnElement,
+    Float,
     Select,
     and_,
+    bindparam,
     case,
     delete,
     exists,
@@ -120,13 +123,21 @@ def chain_activity(chain: CTE, *, now: float) -> Select:
             .group_by(chain.c.root_id))
 
 
+@functools.cache
+def _tip_step() -> Select:
+    """One tip step, built once over ``parent``, ``now`` and ``root`` (building it costs more
+    than running it, and a walk takes one per segment)."""
+    return select(best_continuation(bindparam("parent"), bindparam("now", type_=Float),
+                                    bindparam("root")))
+
+
 def tip_path(conn: Executor, session_id: str, *, now: float,
              max_steps: int = MAX_TIP_STEPS) -> list[str]:
     """``[session_id, …, tip]`` by the tip step; stops at none, a cycle or ``max_steps``."""
     path, seen = [session_id], {session_id}
     root = lineage.root_of(conn, session_id)
     while root is not None and len(path) <= max_steps:
-        nxt = conn.execute(select(best_continuation(path[-1], now, root))).scalar()
+        nxt = conn.execute(_tip_step(), {"parent": path[-1], "now": now, "root": root}).scalar()
         if nxt is None or nxt in seen:
             break
         path.append(nxt)
@@ -157,14 +168,19 @@ def _ancestor_rows(conn: Executor, session_id: str) -> list[Any]:
     root = lineage.root_of(conn, session_id)
     if root is None:
         return []
-    up = lineage.ancestors(session_id, root=root).subquery("up")
-    rows = conn.execute(
-        select(up.c.depth, sessions.c.id, sessions.c.parent_session_id, sessions.c.end_reason,
-               sessions.c.ended_at, sessions.c.started_at, sessions.c.model_config,
-               sessions.c.source)
-        .join_from(up, sessions, and_(sessions.c.root_session_id == root,
-                                      sessions.c.id == up.c.id)).order_by(up.c.depth)).all()
+    rows = conn.execute(_ancestor_rows_query(), {"sid": session_id, "root": root}).all()
     return rows if rows and rows[0].id == session_id else []
+
+
+@functools.cache
+def _ancestor_rows_query() -> Select:
+    up = lineage.prepared("ancestors").subquery("up")
+    return (select(up.c.depth, sessions.c.id, sessions.c.parent_session_id,
+                   sessions.c.end_reason, sessions.c.ended_at, sessions.c.started_at,
+                   sessions.c.model_config, sessions.c.source)
+            .join_from(up, sessions, and_(sessions.c.root_session_id == bindparam("root"),
+                                          sessions.c.id == up.c.id))
+            .order_by(up.c.depth))
 
 
 def _continued_from(rows: list[Any]) -> list[Any]:

@@ -23,6 +23,7 @@ take a caller-owned connection and never commit.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -55,10 +56,14 @@ COMPRESSION = "compression"
 # --------------------------------------------------------------------------- the root
 
 
+# Built once: every walk of one lineage reads the root first.
+_ROOT_OF = (select(func.coalesce(sessions.c.root_session_id, sessions.c.id))
+            .where(sessions.c.id == bindparam("sid")))
+
+
 def root_of(conn: Any, session_id: str) -> str | None:
     """The lineage root stored on the session (None for an unknown id)."""
-    return conn.execute(select(func.coalesce(sessions.c.root_session_id, sessions.c.id))
-                        .where(sessions.c.id == session_id)).scalar()
+    return conn.execute(_ROOT_OF, {"sid": session_id}).scalar()
 
 
 def _parent_root(session_id: str) -> Any:
@@ -142,16 +147,33 @@ def descendants(session_id: str, *, root: str, max_depth: int = DEFAULT_MAX_DEPT
     return _tree_walk(session_id, root, up=False, max_depth=max_depth)
 
 
+@functools.cache
+def prepared(walk: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
+    """A single-lineage walk built once over the parameters ``sid`` and ``root``: building one
+    (aliases of the wide sessions table) costs more than running it."""
+    build = {"ancestors": ancestors, "descendants": descendants,
+             "compression_chain": compression_chain, "compression_tip": compression_tip,
+             "compression_root": compression_root}[walk]
+    return build(bindparam("sid"), root=bindparam("root"), max_depth=max_depth)
+
+
+def run_walk(conn: Any, walk: str, session_id: str, *, root: str | None = None,
+             max_depth: int = DEFAULT_MAX_DEPTH) -> list[Any]:
+    """Rows of :func:`prepared` for the session, under its stored root unless ``root`` is
+    given (``[]`` for an unknown id)."""
+    root = root_of(conn, session_id) if root is None else root
+    if root is None:
+        return []
+    return conn.execute(prepared(walk, max_depth), {"sid": session_id, "root": root}).all()
+
+
 def ancestors_of(conn: Any, session_id: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> list[Any]:
     """:func:`ancestors` run for the session's stored root (``[]`` for an unknown id)."""
-    root = root_of(conn, session_id)
-    return [] if root is None else conn.execute(
-        ancestors(session_id, root=root, max_depth=max_depth)).all()
+    return run_walk(conn, "ancestors", session_id, max_depth=max_depth)
 
 
 def descendants_of(conn: Any, session_id: str) -> list[Any]:
-    root = root_of(conn, session_id)
-    return [] if root is None else conn.execute(descendants(session_id, root=root)).all()
+    return run_walk(conn, "descendants", session_id)
 
 
 # --------------------------------------------------------------------------- compression chain
@@ -207,9 +229,8 @@ def compression_tip(session_id: str, *, root: str,
 
 def tip_of(conn: Any, session_id: str) -> str | None:
     """:func:`compression_tip` run for the session's stored root (None for an unknown id)."""
-    root = root_of(conn, session_id)
-    return None if root is None else conn.execute(
-        compression_tip(session_id, root=root)).scalar()
+    rows = run_walk(conn, "compression_tip", session_id)
+    return rows[0].id if rows else None
 
 
 def compression_root(session_id: str, *, root: str,

@@ -172,12 +172,12 @@ def _continuation_lineages(conn: Executor, now: float) -> list[Lineage]:
 def lineage_of(conn: Executor, session_id: str) -> list[str]:
     """The ids of the compression lineage holding ``session_id``, root → tip."""
     tree_root = lineage.root_of(conn, session_id)
-    if tree_root is None:
+    found = lineage.run_walk(conn, "compression_root", session_id, root=tree_root) \
+        if tree_root is not None else []
+    if not found:
         return []
-    root = conn.execute(lineage.compression_root(session_id, root=tree_root)).scalar()
-    if root is None:
-        return []
-    return [r.id for r in conn.execute(lineage.compression_chain(root, root=tree_root))]
+    return [r.id for r in lineage.run_walk(conn, "compression_chain", found[0].id,
+                                           root=tree_root)]
 
 
 def _matching_ids(conn: Executor, where: ColumnElement[bool] | None) -> set[str] | None:
