@@ -118,9 +118,7 @@ def chain_activity(chain: CTE, *, now: float) -> Select:
     """``(root_id, last_active)``: the newest activity over each anchor's chain."""
     seg = _CHAIN_SEG
     return (select(chain.c.root_id, func.max(activity(seg, now)).label("last_active"))
-            .join_from(chain, seg, and_(seg.c.root_session_id == chain.c.lineage_root,
-                                        seg.c.id == chain.c.id))
-            .group_by(chain.c.root_id))
+            .join_from(chain, seg, seg.c.id == chain.c.id).group_by(chain.c.root_id))
 
 
 @functools.cache

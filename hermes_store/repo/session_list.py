@@ -175,8 +175,7 @@ def needle_roots(chain: CTE, matches: Callable[[Any], ColumnElement[bool]]) -> S
     """The anchors of ``chain`` (:func:`compression.chain_map`) holding a matching segment."""
     seg = _NEEDLE_SEG
     return (select(chain.c.root_id)
-            .join_from(chain, seg, and_(seg.c.root_session_id == chain.c.lineage_root,
-                                        seg.c.id == chain.c.id))
+            .join_from(chain, seg, seg.c.id == chain.c.id)
             .where(matches(seg)).distinct())
 
 
