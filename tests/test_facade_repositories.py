@@ -33,7 +33,7 @@ def test_repositories_work_inside_an_orm_session_the_caller_commits(eng: Engine)
         assert (row.title, row.message_count, row.model) == ("orm title", 1, "m")
         assert [m.id for m in row.messages] == [message_id]
         assert listing.list_sessions_rich(session)[0]["preview"] == "记忆 hello"
-        assert session.execute(lineage.compression_tip("s1")).scalar() == "s1"
+        assert lineage.tip_of(session, "s1") == "s1"
 
 
 def test_repositories_never_commit_behind_the_caller(eng: Engine) -> None:

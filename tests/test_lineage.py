@@ -17,6 +17,7 @@ from hermes_store.repo.lineage import (
     last_activity,
     lineage_activity,
     lineage_map,
+    root_of,
     sessions,
 )
 
@@ -80,42 +81,51 @@ def _ids(eng: Engine, stmt) -> list[str]:
         return [r[0] for r in conn.execute(stmt)]
 
 
+def _walk(eng: Engine, build, session_id: str, **options) -> list[str]:
+    """Run a single-lineage walk for the session's stored root, as the repositories do."""
+    with engine_mod.reading(eng) as conn:
+        root = root_of(conn, session_id)
+        if root is None:
+            return []
+        return [r[0] for r in conn.execute(build(session_id, root=root, **options))]
+
+
 @pytest.mark.parametrize("start", [row["id"] for row in TREE])
 def test_ancestors_match_the_seed_query(tree: Engine, start: str) -> None:
     with engine_mod.reading(tree) as conn:
         expected = [r[0] for r in conn.execute(text(SEED_ANCESTORS), {"id": start})]
-    assert _ids(tree, ancestors(start)) == expected  # same ids, nearest first
+    assert _walk(tree, ancestors, start) == expected  # same ids, nearest first
 
 
 @pytest.mark.parametrize("start", [row["id"] for row in TREE])
 def test_descendants_match_the_seed_query(tree: Engine, start: str) -> None:
     with engine_mod.reading(tree) as conn:
         expected = sorted(r[0] for r in conn.execute(text(SEED_DESCENDANTS), {"id": start}))
-    assert sorted(_ids(tree, descendants(start))) == expected
+    assert sorted(_walk(tree, descendants, start)) == expected
 
 
 def test_walks_report_depths(tree: Engine) -> None:
     with engine_mod.reading(tree) as conn:
-        assert conn.execute(ancestors("a2")).all() == [
+        assert conn.execute(ancestors("a2", root="root")).all() == [
             ("a2", "a1", 0), ("a1", "a", 1), ("a", "root", 2), ("root", None, 3)]
-        assert [(r.id, r.depth) for r in conn.execute(descendants("b"))] == [
+        assert [(r.id, r.depth) for r in conn.execute(descendants("b", root="root"))] == [
             ("b", 0), ("b1", 1), ("b2", 2)]
 
 
 def test_an_unknown_id_gives_no_rows(tree: Engine) -> None:
-    assert _ids(tree, ancestors("nope")) == []
-    assert _ids(tree, descendants("nope")) == []
-    assert _ids(tree, compression_tip("nope")) == []
+    assert _walk(tree, ancestors, "nope") == []
+    assert _walk(tree, descendants, "nope") == []
+    assert _walk(tree, compression_tip, "nope") == []
 
 
 def test_compression_chain_follows_only_compression_ends(tree: Engine) -> None:
-    assert _ids(tree, compression_chain("a")) == ["a", "a1", "a2"]
-    assert _ids(tree, compression_chain("b")) == ["b"]  # user_exit: b1 is its own session
-    assert _ids(tree, compression_tip("a")) == ["a2"]
-    assert _ids(tree, compression_tip("a1")) == ["a2"]
-    assert _ids(tree, compression_tip("c")) == ["c"]
-    assert _ids(tree, compression_root("a2")) == ["a"]
-    assert _ids(tree, compression_root("b1")) == ["b1"]
+    assert _walk(tree, compression_chain, "a") == ["a", "a1", "a2"]
+    assert _walk(tree, compression_chain, "b") == ["b"]  # user_exit: b1 is its own session
+    assert _walk(tree, compression_tip, "a") == ["a2"]
+    assert _walk(tree, compression_tip, "a1") == ["a2"]
+    assert _walk(tree, compression_tip, "c") == ["c"]
+    assert _walk(tree, compression_root, "a2") == ["a"]
+    assert _walk(tree, compression_root, "b1") == ["b1"]
 
 
 def test_compression_tip_takes_the_newest_child_started_after_the_end(tree: Engine) -> None:
@@ -123,8 +133,8 @@ def test_compression_tip_takes_the_newest_child_started_after_the_end(tree: Engi
         dict(id="a1_sub", parent_session_id="a1", started_at=T0 + 35),  # before a1 ended
         dict(id="a2_late", parent_session_id="a1", started_at=T0 + 45),
     ])
-    assert _ids(tree, compression_tip("a")) == ["a2_late"]
-    assert _ids(tree, compression_root("a2")) == ["a2"]  # no longer the continuation
+    assert _walk(tree, compression_tip, "a") == ["a2_late"]
+    assert _walk(tree, compression_root, "a2") == ["a2"]  # no longer the continuation
 
 
 def test_lineage_map_groups_every_session_under_its_root(tree: Engine) -> None:
@@ -146,10 +156,10 @@ def _make_cycle(eng: Engine) -> None:
 
 def test_a_parent_cycle_in_bad_data_terminates(tree: Engine) -> None:
     _make_cycle(tree)
-    assert sorted(_ids(tree, ancestors("x"))) == ["x", "y"]
-    assert sorted(_ids(tree, descendants("y"))) == ["x", "y"]
-    assert _ids(tree, compression_tip("x"))  # some row, no endless loop
-    assert _ids(tree, compression_root("x"))
+    assert sorted(_walk(tree, ancestors, "x")) == ["x", "y"]
+    assert sorted(_walk(tree, descendants, "y")) == ["x", "y"]
+    assert _walk(tree, compression_tip, "x")  # some row, no endless loop
+    assert _walk(tree, compression_root, "x")
     with engine_mod.reading(tree) as conn:
         mapped = {r.id for r in conn.execute(lineage_map())}
     assert not {"x", "y"} & mapped  # no root: callers treat each as its own lineage
@@ -159,7 +169,7 @@ def test_depth_bound_limits_long_chains(tree: Engine) -> None:
     rows = [dict(id=f"n{i}", parent_session_id=f"n{i - 1}" if i else None, started_at=T0 + i)
             for i in range(10)]
     _insert(tree, rows)
-    assert len(_ids(tree, ancestors("n9", max_depth=3))) == 4
+    assert len(_walk(tree, ancestors, "n9", max_depth=3)) == 4
 
 
 def _add_message(eng: Engine, sid: str, ts: float) -> None:

@@ -127,17 +127,31 @@ def _server(conn: Reader) -> bool:
     return not isinstance(conn, sqlite3.Connection) and conn.dialect.name != "sqlite"
 
 
+# Relations of the current schema that an extension's script created (pg_depend 'e'): Citus
+# puts views such as citus_tables in public. They belong to the extension, not to the store.
+_EXTENSION_MEMBERS = """SELECT c.relname FROM pg_class AS c
+JOIN pg_namespace AS n ON n.oid = c.relnamespace
+JOIN pg_depend AS d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e'
+WHERE n.nspname = current_schema()"""
+
+
+def extension_members(conn: Reader) -> set[str]:
+    """Names of the current schema's relations owned by an extension (none on SQLite)."""
+    return {r[0] for r in _rows(conn, _EXTENSION_MEMBERS)} if _server(conn) else set()
+
+
 def tables(conn: Reader) -> set[str]:
     if _server(conn):
-        return set(inspect(conn).get_table_names())
+        return set(inspect(conn).get_table_names()) - extension_members(conn)
     return {r[0] for r in _rows(conn, _TABLES)}
 
 
 def relations(conn: Reader) -> set[str]:
-    """Names of the tables and views."""
+    """Names of the tables and views (an extension's own relations are not the store's)."""
     if _server(conn):
         found = inspect(conn)
-        return set(found.get_table_names()) | set(found.get_view_names())
+        return ((set(found.get_table_names()) | set(found.get_view_names()))
+                - extension_members(conn))
     return {r[0] for r in _rows(conn, _RELATIONS)}
 
 

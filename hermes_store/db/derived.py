@@ -295,6 +295,26 @@ CJK_SESSION_BD = f"""CREATE TRIGGER {N.CJK_SESSION_BD} BEFORE DELETE ON sessions
 END"""
 
 
+# =========================================================================== sessions: roots
+# (revision 0023) Foreign writers (the agent inserts sessions rows itself) get the lineage root
+# the write units give: a new row takes its parent's root, or its own id. SQLite allows no CTE
+# in a trigger and, with recursive_triggers off (the default for other programs), a trigger
+# does not fire itself again: a foreign relink moves the row and its children; deeper rows keep
+# the old root until a write unit relinks them (``copy`` and ``recover`` recompute every root).
+_PARENT_ROOT = ("(SELECT COALESCE(p.root_session_id, p.id) FROM sessions AS p "
+                "WHERE p.id = new.parent_session_id)")
+ROOT_AI = f"""CREATE TRIGGER hs_sessions_root_ai AFTER INSERT ON sessions
+WHEN new.root_session_id IS NULL BEGIN
+    UPDATE sessions SET root_session_id = COALESCE({_PARENT_ROOT}, new.id) WHERE id = new.id;
+END"""
+ROOT_AU = f"""CREATE TRIGGER hs_sessions_root_au AFTER UPDATE OF parent_session_id ON sessions
+WHEN new.parent_session_id IS NOT old.parent_session_id BEGIN
+    UPDATE sessions SET root_session_id = COALESCE({_PARENT_ROOT}, new.id)
+    WHERE id = new.id OR (parent_session_id = new.id AND id <> new.id);
+END"""
+# =========================================================================== end sessions: roots
+
+
 @dataclass(frozen=True)
 class LayoutObject:
     """One schema object: its ``sqlite_master`` type and name, and the statement creating it."""
@@ -341,6 +361,9 @@ OBJECTS: tuple[LayoutObject, ...] = (
     LayoutObject("trigger", N.CJK_MESSAGES_AD, CJK_MESSAGES_AD),
     LayoutObject("trigger", N.CJK_SESSION_AU, CJK_SESSION_AU),
     LayoutObject("trigger", N.CJK_SESSION_BD, CJK_SESSION_BD),
+    # sessions: roots (0023)
+    LayoutObject("trigger", N.SESSION_ROOT_AI, ROOT_AI),
+    LayoutObject("trigger", N.SESSION_ROOT_AU, ROOT_AU),
 )
 
 

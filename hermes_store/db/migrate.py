@@ -42,7 +42,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
 
-from hermes_store.db import catalog, postgres, schema_state
+from hermes_store.db import catalog, distribution, postgres, schema_state
 from hermes_store.db.engine import (
     READ_COMMITTED,
     fts5_available,
@@ -184,8 +184,11 @@ def upgrade(target: Target = None, revision: str = "head", *,
         postgres.refuse_on_standby(engine, "upgrade")
     with reading(engine) as conn:
         before = status_of(conn, location)
+        # A Citus database takes its distribution once the schema is at head (db/distribution).
+        distribute = (revision == "head" and distribution.citus_installed(conn)
+                      and not (before.state == "up-to-date" and distribution.is_distributed(conn)))
     refuse(before)
-    if before.state == "up-to-date" and revision == "head":
+    if before.state == "up-to-date" and revision == "head" and not distribute:
         return before
 
     def unit(conn: Connection) -> None:
@@ -194,8 +197,12 @@ def upgrade(target: Target = None, revision: str = "head", *,
         command.upgrade(cfg, revision)
 
     with _ALEMBIC_LOCK:
-        run_write(engine, unit, budget=UPGRADE_BUDGET_S, what="upgrade",
-                  isolation=READ_COMMITTED)
+        if before.state != "up-to-date" or revision != "head":
+            run_write(engine, unit, budget=UPGRADE_BUDGET_S, what="upgrade",
+                      isolation=READ_COMMITTED)
+        if distribute:
+            run_write(engine, distribution.distribute, budget=UPGRADE_BUDGET_S,
+                      what="upgrade (distribute)", isolation=READ_COMMITTED)
     with reading(engine) as conn:
         return status_of(conn, location)
 

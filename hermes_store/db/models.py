@@ -88,6 +88,10 @@ class ChatSession(Base):
     compression_failure_error: Mapped[str | None] = mapped_column(TEXT)
     compression_fallback_streak: Mapped[int] = mapped_column(INTEGER, server_default=text("0"))
     rewind_count: Mapped[int] = mapped_column(INTEGER, server_default=text("0"))
+    # The topmost ancestor by parent links (the session itself for a root, or when its parent
+    # row is gone), kept by the write units and, for foreign writers, SQLite triggers
+    # (revision 0023): lineage walks filter on it and a distributed engine shards by it.
+    root_session_id: Mapped[str | None] = mapped_column(TEXT)
 
     messages: Mapped[list[Message]] = relationship(
         back_populates="session", order_by="Message.id", passive_deletes=True
@@ -113,6 +117,7 @@ class ChatSession(Base):
         Index("idx_sessions_gateway_peer", "source", "user_id", "chat_id", "chat_type",
               "thread_id", "started_at"),
         Index("idx_sessions_handoff_state", "handoff_state", "started_at"),
+        Index("hs_idx_sessions_root", "root_session_id", "parent_session_id"),
     )
 
     def __repr__(self) -> str:

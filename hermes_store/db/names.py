@@ -77,6 +77,9 @@ CJK_PENDING_AU = ours("cjk_pending_au")
 CJK_MESSAGES_AD = ours("cjk_ad_messages")
 CJK_SESSION_AU = ours("cjk_session_au")
 CJK_SESSION_BD = ours("cjk_session_bd")
+# The lineage root of rows other programs insert or relink (revision 0023).
+SESSION_ROOT_AI = ours("sessions_root_ai")
+SESSION_ROOT_AU = ours("sessions_root_au")
 
 # --------------------------------------------------------------------------- state_meta keys
 
@@ -97,3 +100,6 @@ PG_WORD_INDEX = ours("idx_messages_words")
 PG_TRIGRAM_INDEX = ours("idx_messages_trgm")
 PG_CJK_INDEX = ours("idx_messages_cjk")
 PG_PENDING_INDEX = ours("idx_messages_cjk_pending")
+PG_ROOT_FUNCTION = ours("sessions_root")
+PG_ROOT_TRIGGER = ours("sessions_root")
+SESSION_ROOT_INDEX = ours("idx_sessions_root")

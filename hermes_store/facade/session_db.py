@@ -226,7 +226,7 @@ class SessionDB:
         after compression the messages live under the tip); None for an unknown id."""
         if not self._id_ok(session_id):
             return None
-        return self._read(lambda c: c.execute(lineage.compression_tip(session_id)).scalar())
+        return self._read(lambda c: lineage.tip_of(c, session_id))
 
     def end_session(self, session_id: str, end_reason: str) -> None:
         if not self._id_ok(session_id):

@@ -55,7 +55,7 @@ from hermes_store.errors import (
 from hermes_store.ops.checksum import RowFilter, table_checksum
 from hermes_store.ops.copy_plan import CopyPlan, TablePlan, copyable, make_plan
 from hermes_store.paths import StoreLocation, resolve_location
-from hermes_store.repo import bigrams
+from hermes_store.repo import bigrams, lineage
 
 ProgressFn = Callable[[str, int, int], None]
 DEFAULT_BATCH = 1000
@@ -290,6 +290,9 @@ def _link_parents(src_engine: Engine, dst_engine: Engine, plan: TablePlan,
             _set_marker(dst, PROGRESS_KEY, marker)
 
         run_write(dst_engine, unit, what="copy", budget=COPY_BUDGET_S)
+    if "root_session_id" in plan.dst.c:
+        # Rows were linked in key order, not parents first: the roots follow once all are in.
+        run_write(dst_engine, lineage.refresh_roots, what="copy", budget=COPY_BUDGET_S)
     marker["done"] = [*marker["done"], _LINKS]
     run_write(dst_engine, lambda c: _set_marker(c, PROGRESS_KEY, marker), what="copy")
     report.detached_parents = marker.get("detached", [])

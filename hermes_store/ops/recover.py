@@ -52,6 +52,7 @@ from hermes_store.db.sqlite_driver import UndecodableText, decode_text
 from hermes_store.errors import OutputError, StoreNotFoundError, UsageError
 from hermes_store.ops.backup import copy_with_sidecars, require_free_space, store_bytes
 from hermes_store.ops.holders import DATA_SUFFIXES, SIDECAR_SUFFIXES, ensure_not_held
+from hermes_store.repo import lineage
 from hermes_store.version import __version__
 
 ProgressFn = Callable[[str, int, int], None]
@@ -350,6 +351,7 @@ class _Copier:
             if links:
                 conn.exec_driver_sql("UPDATE sessions SET parent_session_id = ? WHERE id = ?",
                                      links)
+            lineage.refresh_roots(conn)  # links came in any order; roots follow them all
             return len(links)
 
         linked = run_write(self.engine, unit, what="recover")

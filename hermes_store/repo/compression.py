@@ -17,12 +17,16 @@ Functions take a caller-owned ``Connection`` and never commit.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from sqlalchemy import (
     CTE,
     ColumnElement,
+    Float,
     Select,
+    and_,
+    bindparam,
     case,
     delete,
     exists,
@@ -71,35 +75,42 @@ def activity(table: Any, now: float) -> ColumnElement:
     return func.coalesce(lineage.newest_message_at(table.c.id, now), table.c.started_at)
 
 
-def best_continuation(parent_id: Any, now: float) -> ColumnElement:
+def best_continuation(parent_id: Any, now: float, root: Any) -> ColumnElement:
     """The id of the continuation the tip step takes from ``parent_id`` (NULL: none).
 
-    ``parent_id`` is a value or a column (correlated: a recursive walk steps with it)."""
+    ``parent_id`` and ``root`` (the parent's lineage root) are values or columns (correlated:
+    a recursive walk steps with them). Parent and child share the root, so both sides of the
+    step stay on the root's shard."""
     child, parent = _CONT, _CONT_PARENT
     rank = case((child.c.end_reason == COMPRESSION, 0), (child.c.ended_at.is_(None), 1),
                 else_=2)
     return (select(child.c.id)
-            .join_from(child, parent, parent.c.id == child.c.parent_session_id)
-            .where(parent.c.id == parent_id, parent.c.end_reason == COMPRESSION,
-                   may_continue(child))
+            .join_from(child, parent, and_(parent.c.root_session_id == child.c.root_session_id,
+                                           parent.c.id == child.c.parent_session_id))
+            .where(child.c.root_session_id == root, parent.c.id == parent_id,
+                   parent.c.end_reason == COMPRESSION, may_continue(child))
             .order_by(rank, activity(child, now).desc(), child.c.started_at.desc(),
                       child.c.id.desc())
             .limit(1).scalar_subquery())
 
 
 def chain_map(anchor_ids: Select, *, now: float, max_depth: int = MAX_TIP_STEPS) -> CTE:
-    """``(root_id, id, depth)``: each anchor (depth 0) and the segments its tip steps reach.
+    """``(root_id, id, lineage_root, depth)``: each anchor (depth 0) and the segments its tip
+    steps reach. ``anchor_ids`` selects ``(id, root_session_id)`` of the anchors; every step
+    stays within the anchor's stored root (``lineage_root``).
 
     A cycle repeats segments until ``max_depth``; consumers aggregate (activity, matching), so
     a repeat changes nothing. The single-session walks below stop at a cycle instead."""
     anchors = anchor_ids.subquery("chain_anchor")
-    first = anchors.c[0]
-    walk = select(first.label("root_id"), first.label("id"),
+    first, tree_root = anchors.c[0], anchors.c[1]
+    walk = select(first.label("root_id"), first.label("id"), tree_root.label("lineage_root"),
                   literal(0).label("depth")).cte("v21_chain", recursive=True)
     nxt = _CHAIN_NEXT
     return walk.union_all(
-        select(walk.c.root_id, nxt.c.id, walk.c.depth + 1)
-        .join_from(walk, nxt, nxt.c.id == best_continuation(walk.c.id, now))
+        select(walk.c.root_id, nxt.c.id, walk.c.lineage_root, walk.c.depth + 1)
+        .join_from(walk, nxt, and_(
+            nxt.c.root_session_id == walk.c.lineage_root,
+            nxt.c.id == best_continuation(walk.c.id, now, walk.c.lineage_root)))
         .where(walk.c.depth < max_depth))
 
 
@@ -110,12 +121,21 @@ def chain_activity(chain: CTE, *, now: float) -> Select:
             .join_from(chain, seg, seg.c.id == chain.c.id).group_by(chain.c.root_id))
 
 
+@functools.cache
+def _tip_step() -> Select:
+    """One tip step, built once over ``parent``, ``now`` and ``root`` (building it costs more
+    than running it, and a walk takes one per segment)."""
+    return select(best_continuation(bindparam("parent"), bindparam("now", type_=Float),
+                                    bindparam("root")))
+
+
 def tip_path(conn: Executor, session_id: str, *, now: float,
              max_steps: int = MAX_TIP_STEPS) -> list[str]:
     """``[session_id, …, tip]`` by the tip step; stops at none, a cycle or ``max_steps``."""
     path, seen = [session_id], {session_id}
-    while len(path) <= max_steps:
-        nxt = conn.execute(select(best_continuation(path[-1], now))).scalar()
+    root = lineage.root_of(conn, session_id)
+    while root is not None and len(path) <= max_steps:
+        nxt = conn.execute(_tip_step(), {"parent": path[-1], "now": now, "root": root}).scalar()
         if nxt is None or nxt in seen:
             break
         path.append(nxt)
@@ -143,13 +163,22 @@ def _continues(child: Any, parent: Any) -> bool:
 
 def _ancestor_rows(conn: Executor, session_id: str) -> list[Any]:
     """The session's row and its plain-tree ancestors, nearest first (``[]`` if unknown)."""
-    up = lineage.ancestors(session_id).subquery("up")
-    rows = conn.execute(
-        select(up.c.depth, sessions.c.id, sessions.c.parent_session_id, sessions.c.end_reason,
-               sessions.c.ended_at, sessions.c.started_at, sessions.c.model_config,
-               sessions.c.source)
-        .join_from(up, sessions, sessions.c.id == up.c.id).order_by(up.c.depth)).all()
+    root = lineage.root_of(conn, session_id)
+    if root is None:
+        return []
+    rows = conn.execute(_ancestor_rows_query(), {"sid": session_id, "root": root}).all()
     return rows if rows and rows[0].id == session_id else []
+
+
+@functools.cache
+def _ancestor_rows_query() -> Select:
+    up = lineage.prepared("ancestors").subquery("up")
+    return (select(up.c.depth, sessions.c.id, sessions.c.parent_session_id,
+                   sessions.c.end_reason, sessions.c.ended_at, sessions.c.started_at,
+                   sessions.c.model_config, sessions.c.source)
+            .join_from(up, sessions, and_(sessions.c.root_session_id == bindparam("root"),
+                                          sessions.c.id == up.c.id))
+            .order_by(up.c.depth))
 
 
 def _continued_from(rows: list[Any]) -> list[Any]:
@@ -195,10 +224,14 @@ def lineage_members(conn: Executor, session_id: str) -> list[str]:
     members = [[rows[0], *_continued_from(rows)][-1].id]
     frontier, seen = list(members), set(members)
     child, parent = _CONT, _CONT_PARENT
+    root = lineage.root_of(conn, session_id)
     while frontier:
         found = [sid for sid in conn.execute(
-            select(child.c.id).join_from(child, parent, parent.c.id == child.c.parent_session_id)
-            .where(parent.c.id.in_(frontier), parent.c.end_reason == COMPRESSION,
+            select(child.c.id)
+            .join_from(child, parent, and_(parent.c.root_session_id == child.c.root_session_id,
+                                           parent.c.id == child.c.parent_session_id))
+            .where(child.c.root_session_id == root, parent.c.id.in_(frontier),
+                   parent.c.end_reason == COMPRESSION,
                    may_continue(child)).order_by(child.c.started_at, child.c.id)).scalars()
             if sid not in seen]
         members += found
@@ -249,6 +282,7 @@ def finalize_orphaned(conn: Executor, *, now: float) -> int:
     parent = _ORPHAN_PARENT
     has_message = exists(select(messages.c.id).where(messages.c.session_id == sessions.c.id))
     compressed_parent = exists(select(parent.c.id).where(
+        parent.c.root_session_id == sessions.c.root_session_id,
         parent.c.id == sessions.c.parent_session_id, parent.c.end_reason == COMPRESSION))
     result = conn.execute(
         update(sessions)

@@ -87,7 +87,7 @@ def plan_delete(conn: Executor, ids: Sequence[str], *, keep_children: bool = Fal
     segments = list(dict.fromkeys(segments))
     below: list[str] = []
     for sid in segments:
-        below += [r.id for r in conn.execute(lineage.descendants(sid)) if r.id not in segments]
+        below += [r.id for r in lineage.descendants_of(conn, sid) if r.id not in segments]
     below = list(dict.fromkeys(below))
     counted = select(func.count()).where(messages.c.session_id == sessions.c.id)
     rows = {r.id: DeleteRow(r.id, r.title, bool(r.pinned), r.ended_at, r.last_active,

@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import Connection, insert, select, update
 
 from hermes_store.db.models import ChatSession
+from hermes_store.repo import lineage
 from hermes_store.repo import messages as message_repo
 from hermes_store.repo import prompts
 from hermes_store.repo.messages import PreparedMessage
@@ -240,6 +241,7 @@ def _session_row(session_id: str, raw: dict[str, Any], model_config: str | None,
         "model_config": model_config, "title": title,
         "started_at": now if started is None else started, "ended_at": ended,
         "archived": 1 if raw.get("archived") else 0,
+        "root_session_id": session_id,  # a root until _attach links it
         "message_count": 0, "tool_call_count": 0,  # the appends count the rows in
     }
     for name in _KEPT_TEXT:
@@ -356,8 +358,10 @@ def _attach(conn: Connection, fresh: list[Entry], existing: set[str]) -> int:
         del parent_of[start]
         detached += 1
     for child, parent in parent_of.items():
+        below = lineage.subtree(conn, child)
         conn.execute(update(sessions).where(sessions.c.id == child)
                      .values(parent_session_id=parent))
+        lineage.reroot(conn, child, below)
     return detached
 
 

@@ -1,4 +1,5 @@
-"""Session lineage as SQLAlchemy Core recursive CTEs, and the one "last activity" expression.
+"""Session lineage as SQLAlchemy Core recursive CTEs, the stored lineage root, and the one
+"last activity" expression.
 
 Sessions link to a parent through ``parent_session_id``. Two kinds of walk exist:
 
@@ -7,16 +8,39 @@ Sessions link to a parent through ``parent_session_id``. Two kinds of walk exist
   newest child started at or after that end, else its newest child (``continuation_id``). A
   chain is one logical conversation: resume goes to its tip, retention treats it as a unit, listing shows its tip.
 
+**The root.** Every session carries ``root_session_id``: the topmost ancestor reached by parent
+links (itself for a session without a parent, or whose parent row is gone). The write units keep
+it (:func:`reroot` after any link changes); SQLite triggers keep it for foreign writers. A whole
+tree shares one root, so every single-lineage walk filters ``root_session_id = :root`` in its
+anchor and in its recursive member, and whole-store walks join each step on the root: a
+distributed engine sharding by the root answers a walk on one shard (docs/scale-out.md).
+
 Every walk carries a depth and stops at ``max_depth`` (100 by default), so a cycle in damaged
-data ends instead of looping. Each function returns a ``Select``; the caller runs it on its own
-connection or session.
+data ends instead of looping. Each builder returns a ``Select``; the caller runs it on its own
+connection or session. The runners (``root_of``, ``tip_of``, ``reroot``, ``refresh_roots``)
+take a caller-owned connection and never commit.
 """
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import ColumnElement, FromClause, Select, and_, case, exists, func, literal, select
+from sqlalchemy import (
+    ColumnElement,
+    FromClause,
+    Select,
+    and_,
+    bindparam,
+    case,
+    exists,
+    func,
+    literal,
+    select,
+    update,
+)
 
 from hermes_store.content import SANE_FUTURE_S, SANE_MIN_TS
 from hermes_store.db.dialect import greatest
@@ -29,18 +53,83 @@ DEFAULT_MAX_DEPTH = 100
 COMPRESSION = "compression"
 
 
+# --------------------------------------------------------------------------- the root
+
+
+# Built once: every walk of one lineage reads the root first.
+_ROOT_OF = (select(func.coalesce(sessions.c.root_session_id, sessions.c.id))
+            .where(sessions.c.id == bindparam("sid")))
+
+
+def root_of(conn: Any, session_id: str) -> str | None:
+    """The lineage root stored on the session (None for an unknown id)."""
+    return conn.execute(_ROOT_OF, {"sid": session_id}).scalar()
+
+
+def _parent_root(session_id: str) -> Any:
+    """The root a session should carry: its parent's (the parent itself for a parent whose
+    own root is unset), or NULL when it has no parent row."""
+    child, parent = sessions.alias("rr_child"), sessions.alias("rr_parent")
+    return (select(func.coalesce(parent.c.root_session_id, parent.c.id))
+            .join_from(child, parent, parent.c.id == child.c.parent_session_id)
+            .where(child.c.id == session_id).scalar_subquery())
+
+
+def subtree(conn: Any, session_id: str) -> list[str]:
+    """The session and everything below it, taken *before* its parent link changes (SQLite's
+    relink trigger may move the top of the tree first; :func:`reroot` moves all of it)."""
+    return [r.id for r in descendants_of(conn, session_id)] or [session_id]
+
+
+def reroot(conn: Any, session_id: str, below: Sequence[str]) -> None:
+    """After the session's parent link changed: give ``below`` (its :func:`subtree`) the root
+    its new parent carries, or its own id when it has no parent row."""
+    new = conn.execute(select(func.coalesce(_parent_root(session_id), session_id))).scalar()
+    for start in range(0, len(below), 900):
+        conn.execute(update(sessions)
+                     .where(sessions.c.id.in_(list(below[start:start + 900])),
+                            sessions.c.root_session_id.is_distinct_from(new))
+                     .values(root_session_id=new))
+
+
+def refresh_roots(conn: Any, *, max_depth: int = DEFAULT_MAX_DEPTH) -> int:
+    """Recompute every session's root from the parent links (bulk loads link rows in any
+    order); sessions in a parent cycle carry their own id. Returns how many rows changed."""
+    s, step = sessions.alias("rf_top"), sessions.alias("rf_step")
+    top = sessions.alias("rf_parent")
+    parent_gone = ~exists(select(top.c.id).where(top.c.id == s.c.parent_session_id))
+    walk = (select(s.c.id, s.c.id.label("root_id"), literal(0).label("depth"))
+            .where((s.c.parent_session_id.is_(None)) | parent_gone)
+            .cte("root_walk", recursive=True))
+    walk = walk.union_all(
+        select(step.c.id, walk.c.root_id, walk.c.depth + 1)
+        .join_from(walk, step, step.c.parent_session_id == walk.c.id)
+        .where(walk.c.depth < max_depth))
+    found = dict(conn.execute(select(walk.c.id, func.min(walk.c.root_id))
+                              .group_by(walk.c.id)).all())
+    held = conn.execute(select(sessions.c.id, sessions.c.root_session_id)).all()
+    changed = [{"sid": sid, "root": found.get(sid, sid)} for sid, root in held
+               if found.get(sid, sid) != root]
+    stmt = (update(sessions).where(sessions.c.id == bindparam("sid"))
+            .values(root_session_id=bindparam("root")))
+    for start in range(0, len(changed), 900):
+        conn.execute(stmt, changed[start:start + 900])
+    return len(changed)
+
+
 # --------------------------------------------------------------------------- plain tree
 
 
-def _tree_walk(session_id: str, *, up: bool, max_depth: int) -> Select:
+def _tree_walk(session_id: str, root: str, *, up: bool, max_depth: int) -> Select:
     anchor = select(sessions.c.id, sessions.c.parent_session_id,
-                    literal(0).label("depth")).where(sessions.c.id == session_id)
+                    literal(0).label("depth")).where(sessions.c.root_session_id == root,
+                                                     sessions.c.id == session_id)
     walk = anchor.cte("ancestors" if up else "descendants", recursive=True)
     step = sessions.alias("step")
     link = (step.c.id == walk.c.parent_session_id) if up else (step.c.parent_session_id == walk.c.id)
     walk = walk.union_all(
         select(step.c.id, step.c.parent_session_id, walk.c.depth + 1)
-        .where(link, walk.c.depth < max_depth)
+        .where(step.c.root_session_id == root, link, walk.c.depth < max_depth)
     )
     # A cycle revisits ids until the depth bound; each id is reported once, at its first depth.
     depth = func.min(walk.c.depth).label("depth")
@@ -48,69 +137,116 @@ def _tree_walk(session_id: str, *, up: bool, max_depth: int) -> Select:
             .group_by(walk.c.id, walk.c.parent_session_id).order_by(depth, walk.c.id))
 
 
-def ancestors(session_id: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
+def ancestors(session_id: str, *, root: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
     """``(id, parent_session_id, depth)`` of the session (depth 0) and each ancestor above it."""
-    return _tree_walk(session_id, up=True, max_depth=max_depth)
+    return _tree_walk(session_id, root, up=True, max_depth=max_depth)
 
 
-def descendants(session_id: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
+def descendants(session_id: str, *, root: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
     """``(id, parent_session_id, depth)`` of the session (depth 0) and everything below it."""
-    return _tree_walk(session_id, up=False, max_depth=max_depth)
+    return _tree_walk(session_id, root, up=False, max_depth=max_depth)
+
+
+@functools.cache
+def prepared(walk: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
+    """A single-lineage walk built once over the parameters ``sid`` and ``root``: building one
+    (aliases of the wide sessions table) costs more than running it."""
+    build = {"ancestors": ancestors, "descendants": descendants,
+             "compression_chain": compression_chain, "compression_tip": compression_tip,
+             "compression_root": compression_root}[walk]
+    return build(bindparam("sid"), root=bindparam("root"), max_depth=max_depth)
+
+
+def run_walk(conn: Any, walk: str, session_id: str, *, root: str | None = None,
+             max_depth: int = DEFAULT_MAX_DEPTH) -> list[Any]:
+    """Rows of :func:`prepared` for the session, under its stored root unless ``root`` is
+    given (``[]`` for an unknown id)."""
+    root = root_of(conn, session_id) if root is None else root
+    if root is None:
+        return []
+    return conn.execute(prepared(walk, max_depth), {"sid": session_id, "root": root}).all()
+
+
+def ancestors_of(conn: Any, session_id: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> list[Any]:
+    """:func:`ancestors` run for the session's stored root (``[]`` for an unknown id)."""
+    return run_walk(conn, "ancestors", session_id, max_depth=max_depth)
+
+
+def descendants_of(conn: Any, session_id: str) -> list[Any]:
+    return run_walk(conn, "descendants", session_id)
 
 
 # --------------------------------------------------------------------------- compression chain
 
 
-def continuation_id(parent_id: ColumnElement, parent_ended_at: ColumnElement) -> ColumnElement:
-    """The id of the child a compression-ended parent continues in (None if there is none)."""
+def continuation_id(parent_id: ColumnElement, parent_ended_at: ColumnElement,
+                    root: Any) -> ColumnElement:
+    """The id of the child a compression-ended parent continues in (None if there is none).
+
+    ``root`` is the parent's root (a value, or a column of the walk): children share it."""
     # Normally the continuation starts at or after the parent's end. Clocks and importers do
     # not always agree (the agent's own fixture stores end the parent after creating its child),
     # and a compression-ended parent with children is always continued somewhere: so prefer a
     # child started at/after the end, else the newest child.
     after, any_child = sessions.alias("cont"), sessions.alias("cont_any")
     newest_after = (select(after.c.id)
-                    .where(after.c.parent_session_id == parent_id,
+                    .where(after.c.root_session_id == root,
+                           after.c.parent_session_id == parent_id,
                            after.c.started_at >= parent_ended_at)
                     .order_by(after.c.started_at.desc(), after.c.id.desc())
                     .limit(1).scalar_subquery())
     newest = (select(any_child.c.id)
-              .where(any_child.c.parent_session_id == parent_id)
+              .where(any_child.c.root_session_id == root,
+                     any_child.c.parent_session_id == parent_id)
               .order_by(any_child.c.started_at.desc(), any_child.c.id.desc())
               .limit(1).scalar_subquery())
     return func.coalesce(newest_after, newest)
 
 
-def compression_chain(session_id: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
+def compression_chain(session_id: str, *, root: str,
+                      max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
     """``(id, depth)`` of the session (depth 0) and its compression continuations, in order."""
     anchor = select(sessions.c.id, sessions.c.end_reason, sessions.c.ended_at,
-                    literal(0).label("depth")).where(sessions.c.id == session_id)
+                    literal(0).label("depth")).where(sessions.c.root_session_id == root,
+                                                     sessions.c.id == session_id)
     walk = anchor.cte("compression_chain", recursive=True)
     nxt = sessions.alias("nxt")
     walk = walk.union_all(
         select(nxt.c.id, nxt.c.end_reason, nxt.c.ended_at, walk.c.depth + 1)
-        .join_from(walk, nxt, nxt.c.id == continuation_id(walk.c.id, walk.c.ended_at))
-        .where(walk.c.end_reason == COMPRESSION, walk.c.depth < max_depth)
+        .join_from(walk, nxt, nxt.c.id == continuation_id(walk.c.id, walk.c.ended_at, root))
+        .where(nxt.c.root_session_id == root, walk.c.end_reason == COMPRESSION,
+               walk.c.depth < max_depth)
     )
     return select(walk.c.id, walk.c.depth).order_by(walk.c.depth)
 
 
-def compression_tip(session_id: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
+def compression_tip(session_id: str, *, root: str,
+                    max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
     """The one-row ``(id, depth)`` of the chain's tip (the session itself when not compressed)."""
-    chain = compression_chain(session_id, max_depth=max_depth).subquery("chain")
+    chain = compression_chain(session_id, root=root, max_depth=max_depth).subquery("chain")
     return select(chain.c.id, chain.c.depth).order_by(chain.c.depth.desc()).limit(1)
 
 
-def compression_root(session_id: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
+def tip_of(conn: Any, session_id: str) -> str | None:
+    """:func:`compression_tip` run for the session's stored root (None for an unknown id)."""
+    rows = run_walk(conn, "compression_tip", session_id)
+    return rows[0].id if rows else None
+
+
+def compression_root(session_id: str, *, root: str,
+                     max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
     """The one-row ``(id, depth)`` of the first segment of the chain this session belongs to."""
     anchor = select(sessions.c.id, sessions.c.parent_session_id,
-                    literal(0).label("depth")).where(sessions.c.id == session_id)
+                    literal(0).label("depth")).where(sessions.c.root_session_id == root,
+                                                     sessions.c.id == session_id)
     walk = anchor.cte("compression_up", recursive=True)
     parent = sessions.alias("up")
     walk = walk.union_all(
         select(parent.c.id, parent.c.parent_session_id, walk.c.depth + 1)
         .join_from(walk, parent, parent.c.id == walk.c.parent_session_id)
-        .where(parent.c.end_reason == COMPRESSION, walk.c.depth < max_depth,
-               continuation_id(parent.c.id, parent.c.ended_at) == walk.c.id)
+        .where(parent.c.root_session_id == root, parent.c.end_reason == COMPRESSION,
+               walk.c.depth < max_depth,
+               continuation_id(parent.c.id, parent.c.ended_at, root) == walk.c.id)
     )
     return select(walk.c.id, walk.c.depth).order_by(walk.c.depth.desc()).limit(1)
 
@@ -119,27 +255,37 @@ def is_continuation(table: FromClause) -> ColumnElement[bool]:
     """True for a row that continues a compression-ended parent (not a lineage root)."""
     parent = sessions.alias("cparent")
     return exists(select(literal(1)).where(
+        parent.c.root_session_id == table.c.root_session_id,
         parent.c.id == table.c.parent_session_id, parent.c.end_reason == COMPRESSION,
-        continuation_id(parent.c.id, parent.c.ended_at) == table.c.id))
+        continuation_id(parent.c.id, parent.c.ended_at, parent.c.root_session_id)
+        == table.c.id))
 
 
-def lineage_map(*, max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
+def lineage_map(*, max_depth: int = DEFAULT_MAX_DEPTH, compressed_only: bool = False) -> Select:
     """``(id, root_id, depth)`` for every session reachable from a lineage root.
 
     A root is a session that is not a compression continuation. Sessions caught in a cycle of
     continuations have no root and are absent; callers treat each as its own lineage.
+    ``compressed_only`` anchors only at roots that ended ``'compression'`` (the others are a
+    chain of one, which a caller that falls back to the row itself can leave out). Each step
+    stays within the anchor's stored root.
     """
     s = sessions.alias("s")
-    anchor = select(s.c.id, s.c.id.label("root_id"), s.c.end_reason, s.c.ended_at,
-                    literal(0).label("depth")).where(~is_continuation(s))
+    anchor = select(s.c.id, s.c.id.label("root_id"), s.c.root_session_id, s.c.end_reason,
+                    s.c.ended_at, literal(0).label("depth")).where(~is_continuation(s))
+    if compressed_only:
+        anchor = anchor.where(s.c.end_reason == COMPRESSION)
     walk = anchor.cte("lineage_map", recursive=True)
     nxt = sessions.alias("nxt")
     walk = walk.union_all(
-        select(nxt.c.id, walk.c.root_id, nxt.c.end_reason, nxt.c.ended_at, walk.c.depth + 1)
-        .join_from(walk, nxt, nxt.c.id == continuation_id(walk.c.id, walk.c.ended_at))
+        select(nxt.c.id, walk.c.root_id, nxt.c.root_session_id, nxt.c.end_reason,
+               nxt.c.ended_at, walk.c.depth + 1)
+        .join_from(walk, nxt, and_(
+            nxt.c.root_session_id == walk.c.root_session_id,
+            nxt.c.id == continuation_id(walk.c.id, walk.c.ended_at, walk.c.root_session_id)))
         .where(walk.c.end_reason == COMPRESSION, walk.c.depth < max_depth)
     )
-    return select(walk.c.id, walk.c.root_id, walk.c.depth)
+    return select(walk.c.id, walk.c.root_id, walk.c.root_session_id, walk.c.depth)
 
 
 # --------------------------------------------------------------------------- last activity
@@ -174,11 +320,13 @@ def last_activity(table: FromClause = sessions, now: float | None = None) -> Col
     return func.coalesce(func.nullif(greatest(*candidates), -1.0), table.c.started_at)
 
 
-def lineage_activity(*, now: float | None = None,
-                     max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
-    """``(root_id, last_active)``: the newest activity over every segment of each lineage."""
-    lmap = lineage_map(max_depth=max_depth).subquery("lmap")
+def lineage_activity(*, now: float | None = None, max_depth: int = DEFAULT_MAX_DEPTH,
+                     compressed_only: bool = False) -> Select:
+    """``(root_id, last_active)``: the newest activity over every segment of each lineage
+    (``compressed_only``: of each lineage whose root ended ``'compression'``)."""
+    lmap = lineage_map(max_depth=max_depth, compressed_only=compressed_only).subquery("lmap")
     seg = sessions.alias("seg")
     return (select(lmap.c.root_id, func.max(last_activity(seg, now)).label("last_active"))
-            .join_from(lmap, seg, and_(seg.c.id == lmap.c.id))
+            .join_from(lmap, seg, and_(seg.c.root_session_id == lmap.c.root_session_id,
+                                       seg.c.id == lmap.c.id))
             .group_by(lmap.c.root_id))

@@ -161,7 +161,8 @@ def visible_clause() -> Any:
     parent = sessions.alias("vparent")
     branch_or_orphan = (
         select(parent.c.id)
-        .where(parent.c.id == sessions.c.parent_session_id,
+        .where(parent.c.root_session_id == sessions.c.root_session_id,
+               parent.c.id == sessions.c.parent_session_id,
                or_(parent.c.end_reason != BRANCHED, parent.c.ended_at.is_(None),
                    sessions.c.started_at < parent.c.ended_at))
         .exists())
@@ -198,7 +199,8 @@ def list_sessions_rich(conn: Executor, *, source: str | None = None,
     if pinned_first:
         query = query.order_by(sessions.c.pinned.desc())
     if order_by_last_active:
-        chain = lineage.lineage_activity(now=now).subquery("chain")
+        # A row that did not end 'compression' is a chain of one: its own activity counts.
+        chain = lineage.lineage_activity(now=now, compressed_only=True).subquery("chain")
         chain_active = (select(chain.c.last_active).where(chain.c.root_id == sessions.c.id)
                         .scalar_subquery())
         query = query.order_by(func.coalesce(chain_active, last_active).desc(),
@@ -216,7 +218,7 @@ def _project(conn: Executor, row: dict[str, Any], now: float) -> dict[str, Any]:
     """A compression-ended row shows its lineage tip, keeping the root's ``started_at``."""
     if row.get("end_reason") != lineage.COMPRESSION:
         return row
-    tip_id = conn.execute(lineage.compression_tip(row["id"])).scalar()
+    tip_id = lineage.tip_of(conn, row["id"])
     if tip_id is None or tip_id == row["id"]:
         return row
     tip = conn.execute(
@@ -307,7 +309,7 @@ def resolve_refs(conn: Executor, refs: Sequence[str]) -> list[str]:
 
 def lineage_tip(conn: Executor, session_id: str) -> str:
     """The compression tip of ``session_id`` (itself when the conversation did not continue)."""
-    return conn.execute(lineage.compression_tip(session_id)).scalar() or session_id
+    return lineage.tip_of(conn, session_id) or session_id
 
 
 def last_active_of(conn: Executor, session_id: str) -> float | None:

@@ -385,7 +385,7 @@ def conversation(conn: Executor, session_id: str, *, include_ancestors: bool = F
                  max_depth: int = lineage.DEFAULT_MAX_DEPTH) -> list[dict[str, Any]]:
     """The session as OpenAI-style chat turns, optionally replayed from its root ancestor."""
     if include_ancestors:
-        chain = conn.execute(lineage.ancestors(session_id, max_depth=max_depth)).all()
+        chain = lineage.ancestors_of(conn, session_id, max_depth=max_depth)
         order = [r.id for r in sorted(chain, key=lambda r: r.depth, reverse=True)]
     else:
         order = [session_id]

@@ -171,10 +171,13 @@ def _continuation_lineages(conn: Executor, now: float) -> list[Lineage]:
 
 def lineage_of(conn: Executor, session_id: str) -> list[str]:
     """The ids of the compression lineage holding ``session_id``, root → tip."""
-    root = conn.execute(lineage.compression_root(session_id)).scalar()
-    if root is None:
+    tree_root = lineage.root_of(conn, session_id)
+    found = lineage.run_walk(conn, "compression_root", session_id, root=tree_root) \
+        if tree_root is not None else []
+    if not found:
         return []
-    return [r.id for r in conn.execute(lineage.compression_chain(root))]
+    return [r.id for r in lineage.run_walk(conn, "compression_chain", found[0].id,
+                                           root=tree_root)]
 
 
 def _matching_ids(conn: Executor, where: ColumnElement[bool] | None) -> set[str] | None:
@@ -261,9 +264,18 @@ def _chunks(ids: Sequence[str]) -> Iterable[list[str]]:
 def delete_sessions(conn: Executor, ids: Sequence[str]) -> int:
     """Detach the children, delete the messages (triggers drop index rows), delete the rows."""
     deleted = 0
+    doomed = set(ids)
+    detached: dict[str, list[str]] = {}
     for chunk in _chunks(ids):
+        for sid in conn.execute(select(sessions.c.id)
+                                .where(sessions.c.parent_session_id.in_(chunk))).scalars():
+            if sid not in doomed:
+                detached[sid] = lineage.subtree(conn, sid)
         conn.execute(update(sessions).where(sessions.c.parent_session_id.in_(chunk))
                      .values(parent_session_id=None))
+    # Each detached child heads its own tree now: it and its subtree take its id as root.
+    for sid, below in detached.items():
+        lineage.reroot(conn, sid, below)
     for chunk in _chunks(ids):
         conn.execute(delete(messages).where(messages.c.session_id.in_(chunk)))
         deleted += conn.execute(delete(sessions).where(sessions.c.id.in_(chunk))).rowcount or 0

@@ -61,9 +61,13 @@ def visible_clause(table: Any = sessions) -> ColumnElement[bool]:
     """Roots (no parent, or a parent row that is gone) and branch children (``_branched_from``,
     or started at or after a parent's ``'branched'`` end), minus any ``_delegate_from`` row."""
     parent = _VIS_PARENT
-    parent_gone = ~exists(select(parent.c.id).where(parent.c.id == table.c.parent_session_id))
+    # A parent shares its child's root: the lookups stay on the child's shard.
+    same_tree = parent.c.root_session_id == table.c.root_session_id
+    parent_gone = ~exists(select(parent.c.id).where(
+        same_tree, parent.c.id == table.c.parent_session_id))
     branched_parent = exists(select(parent.c.id).where(
-        parent.c.id == table.c.parent_session_id, parent.c.end_reason == compression.BRANCHED,
+        same_tree, parent.c.id == table.c.parent_session_id,
+        parent.c.end_reason == compression.BRANCHED,
         parent.c.ended_at.is_not(None), table.c.started_at >= parent.c.ended_at))
     return and_(
         or_(table.c.parent_session_id.is_(None), parent_gone,
@@ -158,23 +162,26 @@ def needle_anchors(matches: Callable[[Any], ColumnElement[bool]], *,
     the matching segments and the continuation ancestors a chain could reach them from.
     Seeding the walk with these makes its cost follow the matches, not the store."""
     seed = _NEEDLE_SEED
-    up = (select(seed.c.id, seed.c.parent_session_id, seed.c.model_config, seed.c.source,
-                 literal(0).label("depth"))
+    up = (select(seed.c.id, seed.c.parent_session_id, seed.c.root_session_id,
+                 seed.c.model_config, seed.c.source, literal(0).label("depth"))
           .where(matches(seed)).cte("idq_up", recursive=True))
     parent = _NEEDLE_PARENT
     up = up.union_all(
-        select(parent.c.id, parent.c.parent_session_id, parent.c.model_config, parent.c.source,
-               up.c.depth + 1)
-        .join_from(up, parent, parent.c.id == up.c.parent_session_id)
+        select(parent.c.id, parent.c.parent_session_id, parent.c.root_session_id,
+               parent.c.model_config, parent.c.source, up.c.depth + 1)
+        .join_from(up, parent, and_(parent.c.root_session_id == up.c.root_session_id,
+                                    parent.c.id == up.c.parent_session_id))
         .where(parent.c.end_reason == compression.COMPRESSION, compression.may_continue(up),
                up.c.depth < compression.MAX_TIP_STEPS))
-    return select(sessions.c.id).where(sessions.c.id.in_(select(up.c.id)), *where)
+    return select(sessions.c.id, sessions.c.root_session_id).where(
+        sessions.c.id.in_(select(up.c.id)), *where)
 
 
 def needle_roots(chain: CTE, matches: Callable[[Any], ColumnElement[bool]]) -> Select:
     """The anchors of ``chain`` (:func:`compression.chain_map`) holding a matching segment."""
     seg = _NEEDLE_SEG
-    return (select(chain.c.root_id).join_from(chain, seg, seg.c.id == chain.c.id)
+    return (select(chain.c.root_id)
+            .join_from(chain, seg, seg.c.id == chain.c.id)
             .where(matches(seg)).distinct())
 
 
@@ -270,7 +277,7 @@ def list_sessions(conn: Executor, filters: Filters, *, now: float, limit: int = 
                 query = query.where(sessions.c.id.in_(needle_roots(chain, matches)))
         else:
             # Only a compression-ended row continues anywhere: the others are their own chain.
-            anchors = select(sessions.c.id).where(
+            anchors = select(sessions.c.id, sessions.c.root_session_id).where(
                 *where, sessions.c.end_reason == compression.COMPRESSION)
             chain = compression.chain_map(anchors, now=now)
         query = ordered_by_chain_activity(query, chain, now=now)

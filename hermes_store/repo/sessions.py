@@ -20,7 +20,7 @@ from hermes_store.content import check_integer, check_key, check_text, dump_json
 from hermes_store.db.dialect import insert
 from hermes_store.db.models import ChatSession, StateMeta
 from hermes_store.errors import TitleInUseError
-from hermes_store.repo import prompts, titles
+from hermes_store.repo import lineage, prompts, titles
 
 sessions = ChatSession.__table__
 state_meta = StateMeta.__table__
@@ -109,14 +109,30 @@ def create_or_fill(conn: Executor, session_id: str, source: str, values: Mapping
         values = {k: v for k, v in values.items() if k != "system_prompt"}
     else:
         prompt = None
-    stmt = insert(conn, sessions).values(id=session_id, source=source, started_at=now, **values)
+    parent = values.get("parent_session_id")
+    # Filling the parent of an existing row moves it (and its subtree) under a new root.
+    below = lineage.subtree(conn, session_id) if parent is not None else []
+    stmt = insert(conn, sessions).values(id=session_id, source=source, started_at=now,
+                                         root_session_id=_root_below(parent, session_id),
+                                         **values)
     fill = {name: func.coalesce(sessions.c[name], stmt.excluded[name]) for name in values}
     fill["source"] = case((sessions.c.source == PLACEHOLDER_SOURCE, stmt.excluded.source),
                           else_=sessions.c.source)
     conn.execute(stmt.on_conflict_do_update(index_elements=[sessions.c.id], set_=fill))
     if prompt is not None:
         prompts.fill(connection_of(conn), session_id, prompt)
+    if parent is not None:
+        lineage.reroot(conn, session_id, below)
     return session_id
+
+
+def _root_below(parent: str | None, session_id: str) -> Any:
+    """The root a new session starts with: its parent's, or its own id without a parent."""
+    if parent is None:
+        return session_id
+    above = sessions.alias("new_parent")
+    return func.coalesce(select(func.coalesce(above.c.root_session_id, above.c.id))
+                         .where(above.c.id == parent).scalar_subquery(), parent)
 
 
 def exists(conn: Executor, session_id: str) -> bool:

@@ -41,6 +41,7 @@ from hermes_store.errors import (
     StoreReplacedError,
     UsageError,
 )
+from hermes_store.repo import lineage
 from hermes_store.repo import messages as message_repo
 from hermes_store.repo import prompts
 from hermes_store.repo.titles import MAX_TITLE_LENGTH, sanitize_title
@@ -282,6 +283,8 @@ def _write_record(conn: Connection, sessions: Table, messages: Table, record: di
     row.update(dict.fromkeys(_COUNTERS, 0))
     # Parents are linked once the whole file is in: a continuation may precede its parent.
     row["parent_session_id"] = None
+    if "root_session_id" in sessions.c:
+        row["root_session_id"] = sid  # a root until linked (the record's may be stale)
     row["title"] = _unique_title(conn, sessions, row.get("title"), sid)
     if exists:
         message_repo.clear(conn, sid)
@@ -331,9 +334,13 @@ def _link_parents(conn: Connection, sessions: Table, links: list[tuple[str, str]
             current = conn.scalar(select(sessions.c.parent_session_id)
                                   .where(sessions.c.id == current))
         if ok:
+            rooted = "root_session_id" in sessions.c
+            below = lineage.subtree(conn, sid) if rooted else []
             conn.execute(update(sessions).where(sessions.c.id == sid,
                                                 sessions.c.parent_session_id.is_(None))
                          .values(parent_session_id=parent))
+            if rooted:
+                lineage.reroot(conn, sid, below)
         else:
             detached += 1
     return detached

@@ -1,0 +1,82 @@
+"""Distributing a PostgreSQL store over Citus: ``sessions`` and ``messages`` by lineage root.
+
+``hermes-store upgrade`` on a database where the ``citus`` extension is installed brings the
+schema to head as anywhere, then (once) reshapes the two big tables the way a distributed
+table must be and distributes them, co-located, by ``root_session_id`` (docs/scale-out.md):
+
+* a distributed table's primary and unique keys must hold the distribution column, so
+  ``sessions``' key becomes ``(root_session_id, id)`` and ``messages`` gains ``root_session_id``
+  (filled from its session) with the key ``(root_session_id, id)``;
+* the self foreign key ``parent_session_id → sessions.id`` and the store-wide unique title index
+  go (neither can be checked across shards); the title keeps a plain index;
+* ``messages → sessions`` becomes ``(root_session_id, session_id) → (root_session_id, id)``;
+  the keys of the small session-keyed tables onto ``sessions`` go (they stay local tables);
+* the PostgreSQL root trigger goes: a Citus writer must supply the distribution column.
+
+Nothing here runs without the extension (``citus_installed``), and nothing runs twice
+(``is_distributed``). It is tested only against a Citus build (tests/test_citus.py, opt-in).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection
+
+DISTRIBUTED = ("sessions", "messages")
+
+_INSTALLED = "SELECT 1 FROM pg_extension WHERE extname = 'citus'"
+_DISTRIBUTED = ("SELECT 1 FROM pg_dist_partition "
+                "WHERE logicalrelid = to_regclass(current_schema() || '.sessions')")
+_FOREIGN_KEYS_ONTO_SESSIONS = """SELECT c.conrelid::regclass::text, c.conname
+FROM pg_constraint AS c
+WHERE c.contype = 'f' AND c.confrelid = to_regclass(current_schema() || '.sessions')"""
+
+RESHAPE = (
+    "DROP TRIGGER IF EXISTS hs_sessions_root ON sessions",
+    "DROP FUNCTION IF EXISTS hs_sessions_root()",
+    "UPDATE sessions SET root_session_id = id WHERE root_session_id IS NULL",
+    "ALTER TABLE sessions ALTER COLUMN root_session_id SET NOT NULL",
+    "DROP INDEX IF EXISTS idx_sessions_title_unique",
+    "CREATE INDEX IF NOT EXISTS idx_sessions_title ON sessions (title)",
+    "ALTER TABLE sessions DROP CONSTRAINT pk_sessions",
+    "ALTER TABLE sessions ADD CONSTRAINT pk_sessions PRIMARY KEY (root_session_id, id)",
+    'ALTER TABLE messages ADD COLUMN IF NOT EXISTS root_session_id TEXT COLLATE "C"',
+    ("UPDATE messages AS m SET root_session_id = s.root_session_id FROM sessions AS s "
+     "WHERE s.id = m.session_id AND m.root_session_id IS NULL"),
+    "ALTER TABLE messages ALTER COLUMN root_session_id SET NOT NULL",
+    "ALTER TABLE messages DROP CONSTRAINT pk_messages",
+    "ALTER TABLE messages ADD CONSTRAINT pk_messages PRIMARY KEY (root_session_id, id)",
+    ("ALTER TABLE messages ADD CONSTRAINT fk_messages_session_id_sessions "
+     "FOREIGN KEY (root_session_id, session_id) REFERENCES sessions (root_session_id, id)"),
+)
+DISTRIBUTE = (
+    "SELECT create_distributed_table('sessions', 'root_session_id')",
+    ("SELECT create_distributed_table('messages', 'root_session_id', "
+     "colocate_with => 'sessions')"),
+)
+
+
+def citus_installed(conn: Connection) -> bool:
+    return conn.dialect.name == "postgresql" and conn.exec_driver_sql(_INSTALLED).first() is not None
+
+
+def is_distributed(conn: Connection) -> bool:
+    return conn.exec_driver_sql(_DISTRIBUTED).first() is not None
+
+
+def statements(conn: Connection) -> list[str]:
+    """What :func:`distribute` runs on this store: the foreign keys onto ``sessions`` first
+    (each names its own table), then the reshaping and the distribution."""
+    drops = [f'ALTER TABLE {table} DROP CONSTRAINT "{name}"'
+             for table, name in conn.exec_driver_sql(_FOREIGN_KEYS_ONTO_SESSIONS)]
+    return [*drops, *RESHAPE, *DISTRIBUTE]
+
+
+def distribute(conn: Connection) -> list[str]:
+    """Reshape and distribute ``sessions`` and ``messages`` in the caller's transaction, once;
+    returns the statements run (none when the store is not on Citus or already distributed)."""
+    if not citus_installed(conn) or is_distributed(conn):
+        return []
+    done = statements(conn)
+    for statement in done:
+        conn.exec_driver_sql(statement)
+    return done
