@@ -172,6 +172,8 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("db/engine.py", "_module_available", "module"): "FTS5_MODULE, a constant (tests name another)",
     ("db/migrate.py", "reconcile", "table.name"): "the name of a modelled table",
     ("db/migrate.py", "reconcile", "ddl"): "rendered by the dialect from a modelled column",
+    ("db/catalog.py", "forget_fts5_table", "shadow"):
+        "a shadow table name of the agent's CJK index (fixed names), dropped IF EXISTS",
     ("ops/storage.py", "integrity_problems", "quoted"):
         "a table name present in sqlite_master (checked just before), quoted",
 }

@@ -46,6 +46,7 @@ _TRIGGER_TARGET = re.compile(
     r"\s+(?:main\s*\.\s*)?[\"`\[]?([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
 PROBE_TEXT = "hermes-store repair write probe"
 DROP_AGENT_CJK = "hermes-store repair --drop-agent-cjk"
+_DROP = {"trigger": "DROP TRIGGER IF EXISTS", "view": "DROP VIEW IF EXISTS"}
 NEXT_STEPS = ("hermes-store recover --source {path} --output NEW.db --inspect-only",
               "hermes-store recover --source {path} --output NEW.db --allow-partial")
 
@@ -307,7 +308,7 @@ def drop_agent_cjk(engine: Engine) -> list[str]:
                 except exc.DBAPIError:  # "no such tokenizer": DROP cannot connect to it
                     catalog.forget_fts5_table(conn, obj.name)
             else:
-                conn.exec_driver_sql(f"DROP {obj.type.upper()} IF EXISTS {_quote(obj.name)}")
+                conn.exec_driver_sql(f"{_DROP[obj.type]} {_quote(obj.name)}")
             done.append(f"dropped the agent's {obj.type} {obj.name} (--drop-agent-cjk)")
         return done
     return run_write(engine, unit, what="repair")

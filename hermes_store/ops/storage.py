@@ -76,6 +76,7 @@ _REBUILD = {
         _BACKFILL_TRIGRAM),
 }
 _DELETE_ALL_CJK = f"INSERT INTO {names.CJK_INDEX} ({names.CJK_INDEX}) VALUES ('delete-all')"
+_CLEAR_CJK_SIDE = f"DELETE FROM {names.CJK_SIDE}"
 # The multimodal rows' text (names.PART_TEXT) derived again from messages, before the views are read.
 _REFILL_PART_TEXT = (f"DELETE FROM {names.PART_TEXT}", derived.FILL_PART_TEXT)
 _MAX_ID = "SELECT COALESCE(max(id), 0) FROM messages"
@@ -370,7 +371,7 @@ def rebuild_indexes(conn: Connection) -> None:
             conn.exec_driver_sql(empty)
             conn.exec_driver_sql(fill, (0, top))
     if names.CJK_SIDE in present:
-        conn.exec_driver_sql(f"DELETE FROM {names.CJK_SIDE}")
+        conn.exec_driver_sql(_CLEAR_CJK_SIDE)
         conn.exec_driver_sql(_DELETE_ALL_CJK)
         for lo in range(0, top, BACKFILL_CHUNK):
             bigrams.index_range(conn, lo, min(lo + BACKFILL_CHUNK, top))
