@@ -14,14 +14,13 @@ transaction. Only objects the store lacks are created; nothing that exists is dr
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
 from hermes_store.content import MARKER_BYTES, marker_sql
-from hermes_store.db import catalog, engine, names
+from hermes_store.db import catalog, names
 
 # The trigram tokenizer ships with FTS5 from SQLite 3.34; revision 0015 leaves the trigram
 # objects out on an older runtime, and substring search falls back to LIKE there.
@@ -548,67 +547,3 @@ $$"""),
     (PG_PENDING_INDEX, f"""CREATE INDEX {PG_PENDING_INDEX} ON messages (id)
     WHERE {PG_CJK_COLUMN} IS NULL AND role IS DISTINCT FROM 'tool'"""),
 )
-
-# --------------------------------------------------------------------------- index writers
-
-# Tables our triggers keep in step with ``messages``: a trigger of another name writing to one
-# of them is a second writer (another program's, usually an agent of another release).
-INDEX_TABLES = (N.WORD_INDEX, N.TRIGRAM_INDEX, N.CJK_INDEX, N.CJK_SIDE, N.CJK_PENDING,
-                N.PART_TEXT)
-_VIRTUAL = re.compile(r"^\s*CREATE\s+VIRTUAL\s+TABLE\b.*?\bUSING\s+(\w+)",
-                      re.IGNORECASE | re.DOTALL)
-# Tables a trigger body writes to: INSERT INTO t, DELETE FROM t, UPDATE t, REPLACE INTO t.
-_WRITES = re.compile(
-    r"\b(?:INSERT\s+(?:OR\s+\w+\s+)?INTO|REPLACE\s+INTO|DELETE\s+FROM|UPDATE(?:\s+OR\s+\w+)?)"
-    r"\s+(?:main\s*\.\s*)?[\"`\[]?([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
-
-
-def is_fts5(table_sql: str | None) -> bool:
-    """Whether a table's ``CREATE`` statement makes an FTS5 virtual table."""
-    found = _VIRTUAL.match(table_sql or "")
-    return found is not None and found.group(1).lower() == engine.FTS5_MODULE.lower()
-
-
-def _normal(sql: str) -> str:
-    return re.sub(r"\s+", " ", sql).strip()
-
-
-def written_tables(trigger_sql: str) -> set[str]:
-    """Lower-cased names of the tables a trigger's body writes to."""
-    body = re.split(r"\bBEGIN\b", trigger_sql or "", maxsplit=1, flags=re.IGNORECASE)
-    return {t.lower() for t in _WRITES.findall(body[1] if len(body) > 1 else "")}
-
-
-def foreign_index_triggers(conn: Connection) -> list[str]:
-    """Triggers writing to one of our indexes that are not the head layout's own (by name and
-    definition): each makes every write index a row a second time, or what we leave out."""
-    ours = {o.name: _normal(o.sql) for o in expected_objects() if o.type == "trigger"}
-    found = []
-    for name, sql in catalog.triggers(conn):
-        if ours.get(name) == _normal(sql or ""):
-            continue
-        if written_tables(sql or "") & set(INDEX_TABLES):
-            found.append(name)
-    return sorted(found)
-
-
-def fts5_writers(conn: Connection) -> list[str]:
-    """Triggers writing to an FTS5 table: each makes a write fail on a runtime without FTS5."""
-    fts5 = {n.lower() for n, sql in catalog.table_definitions(conn).items() if is_fts5(sql)}
-    return sorted(name for name, sql in catalog.triggers(conn)
-                  if written_tables(sql or "") & fts5)
-
-
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def quote_name(name: str) -> str:
-    """A schema object's name, double-quoted; anything but a plain identifier is refused."""
-    if not _IDENTIFIER.fullmatch(name):
-        raise ValueError(f"refusing a schema object with an odd name: {name!r}")
-    return f'"{name}"'
-
-
-def drop_triggers(conn: Connection, names: list[str]) -> None:
-    for name in names:
-        conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {quote_name(name)}")

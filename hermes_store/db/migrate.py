@@ -246,7 +246,7 @@ def check(target: Target = None) -> list[Any]:
     search indexes (docs/mixed-fleets.md)."""
     from alembic.autogenerate import compare_metadata
 
-    from hermes_store.db import derived
+    from hermes_store.db import derived, index_writers
     from hermes_store.db.models import Base
 
     engine = target if isinstance(target, Engine) else open_engine(
@@ -261,7 +261,7 @@ def check(target: Target = None) -> list[Any]:
         if conn.dialect.name == "sqlite" and status_of(conn).at_head:
             found += [("missing_search_object", name) for name in derived.missing_objects(conn)]
             found += [("foreign_index_trigger", name)
-                      for name in derived.foreign_index_triggers(conn)]
+                      for name in index_writers.foreign_index_triggers(conn)]
         return found
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from sqlalchemy import Connection, Engine
 
-from hermes_store.db import derived, migrate, postgres
+from hermes_store.db import derived, index_writers, migrate, postgres
 from hermes_store.db import engine as engine_mod
 from hermes_store.errors import SchemaMismatchError
 from hermes_store.ops import storage
@@ -119,7 +119,7 @@ def needs(conn: Connection, *, fts5: bool) -> Needs:
         stamp=version is None or lowered,
         data_steps_from=version if lowered else None,
         derived=derived.missing_objects(conn) if fts5 else [],
-        fts5_writers=[] if fts5 else derived.fts5_writers(conn),
+        fts5_writers=[] if fts5 else index_writers.fts5_writers(conn),
     )
 
 
@@ -136,7 +136,7 @@ def _complete(conn: Connection, *, fts5: bool) -> list[str]:
     if todo.stamp and migrate.stamp_agent_version(conn):
         done.append(f"schema_version {migrate.AGENT_SCHEMA_VERSION}")
     if todo.fts5_writers:
-        derived.drop_triggers(conn, todo.fts5_writers)
+        index_writers.drop_triggers(conn, todo.fts5_writers)
         done.append("no FTS5 here: dropped " + ", ".join(todo.fts5_writers))
     if todo.derived:
         created = derived.recreate_missing(conn)
@@ -150,9 +150,9 @@ def _without_fts5(conn: Connection, state: str) -> list[str]:
     builds an index can run. Indexes are left to the upgrade (a legacy revision creates some of
     them by name), except on a new file, which gets everything but the search layout."""
     done = []
-    writers = derived.fts5_writers(conn)
+    writers = index_writers.fts5_writers(conn)
     if writers:
-        derived.drop_triggers(conn, writers)
+        index_writers.drop_triggers(conn, writers)
         done.append("no FTS5 here: dropped " + ", ".join(writers))
     done += [f"added {name}" for name in migrate.reconcile(conn, indexes=state == "empty")]
     if state == "empty":

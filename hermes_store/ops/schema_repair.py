@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hermes_store.db import catalog, derived, names
+from hermes_store.db import catalog, index_writers, names
 from hermes_store.errors import HermesStoreError
 from hermes_store.ops.holders import ensure_not_held
 from hermes_store.ops.repair import duplicate_schema_rows, remove_duplicate_schema_rows
@@ -106,7 +106,7 @@ def db_opens_cleanly(db_path: str | Path) -> str | None:
 
 def _fts5_tables(con: sqlite3.Connection) -> dict[str, str]:
     return {name: sql for name, sql in catalog.table_definitions(con).items()
-            if derived.is_fts5(sql)}
+            if index_writers.is_fts5(sql)}
 
 
 def _rebuild_fts(path: Path) -> None:
@@ -159,7 +159,7 @@ def _drop_fts_rebuild(path: Path) -> None:
         con.execute("PRAGMA writable_schema=RESET")
         relations = {name.lower() for name in catalog.relations(con)}
         dead = [name for name, sql in catalog.triggers(con)
-                if derived.written_tables(sql or "") - relations]
+                if index_writers.written_tables(sql or "") - relations]
         for name in dead:
             con.execute(f"DROP TRIGGER IF EXISTS {_quote(name)}")
         con.execute("VACUUM")
