@@ -66,17 +66,12 @@ TRIGRAM_AI = ours("fts_trigram_ai")
 TRIGRAM_BD = ours("fts_trigram_bd")
 TRIGRAM_BU = ours("fts_trigram_bu")
 TRIGRAM_AU = ours("fts_trigram_au")
-TRIGRAM_SESSION_BU = ours("fts_trigram_session_bu")
-TRIGRAM_SESSION_AU = ours("fts_trigram_session_au")
-TRIGRAM_SESSION_BD = ours("fts_trigram_session_bd")
 CJK_AI = ours("cjk_ai")
 CJK_AD = ours("cjk_ad")
 CJK_AU = ours("cjk_au")
 CJK_PENDING_AI = ours("cjk_pending_ai")
 CJK_PENDING_AU = ours("cjk_pending_au")
 CJK_MESSAGES_AD = ours("cjk_ad_messages")
-CJK_SESSION_AU = ours("cjk_session_au")
-CJK_SESSION_BD = ours("cjk_session_bd")
 
 # --------------------------------------------------------------------------- state_meta keys
 

@@ -12,7 +12,7 @@ to the index that can answer it (``language.route_term``) and then either
 
 Every route is bounded: an index lookup, plus LIKE only over the ids still waiting for the CJK
 index (``hs_cjk_pending``) or inside an open backfill window; the explicit LIKE route
-(tool bodies, excluded sources) is the one documented exception. Filters, order and paging are
+(whole tool bodies) is the one documented exception. Filters, order and paging are
 applied once, in the final query, so they are identical on every route; a page is one
 statement, whatever the ties at its cut.
 
@@ -42,7 +42,6 @@ from hermes_store.search.sqlite import CONTEXT_CHARS, Filters, Sql
 
 log = logging.getLogger(__name__)
 
-EXCLUDED_SOURCES = frozenset(("cron", "subagent"))
 MULTIMODAL_PLACEHOLDER = "[multimodal content]"
 
 Row = tuple[Any, ...]
@@ -93,14 +92,11 @@ class _Plan:
         return route
 
 
-def _plan(tree: Node, layout: SearchLayout, source_filter: list[str] | None,
-          role_filter: list[str] | None) -> _Plan:
+def _plan(tree: Node, layout: SearchLayout, role_filter: list[str] | None) -> _Plan:
     tool_role = bool(role_filter) and "tool" in role_filter  # type: ignore[operator]
-    excluded = bool(source_filter) and bool(EXCLUDED_SOURCES.intersection(source_filter or ()))
     routes = {
         term: language.route_term(term, trigram_available=layout.trigram,
-                                  bigram_ready=layout.bigram, tool_role=tool_role,
-                                  excluded_source_filter=excluded)
+                                  bigram_ready=layout.bigram, tool_role=tool_role)
         for term in language.iter_terms(tree)
     }
     return _Plan(tree, routes)
@@ -235,7 +231,7 @@ def _search(conn: Connection, tree: Node, filters: Filters, limit: int, offset: 
             sort: str | None, hide: bool = False) -> list[dict[str, Any]]:
     layout = catalog.search_layout(conn)
     sql = _statements(conn)
-    plan = _plan(tree, layout, filters.sources, filters.roles)
+    plan = _plan(tree, layout, filters.roles)
     route = plan.single_route
     if route is not None:
         ranked = route in ("word", "trigram", "bigram")
