@@ -86,3 +86,24 @@ def test_cli_search_finds_the_same_rows_for_every_script(rows) -> None:
         assert _cli(path, term) == within_prefix, term
         assert _cli(path, term, "--include-tools") == within_prefix | ids["deep_tool"], term
         assert _cli(path, term, "--source", "cron") == _ids(ids, "cron", "cron_tool"), term
+
+
+def test_an_upgraded_store_finds_cjk_in_rows_the_former_scope_left_out(empty_store: str) -> None:
+    from cli_support import make_session
+
+    from hermes_store.db import migrate
+
+    migrate.upgrade(empty_store, "0022_derived_names_of_our_own")
+    make_session(empty_store, "scope_cli", texts=(SENTENCE,))
+    make_session(empty_store, "scope_cron", source="cron", texts=(SENTENCE,))
+    make_session(empty_store, "scope_sub", source="subagent", texts=(SENTENCE,))
+    add_message(empty_store, "scope_cli", "tool", SENTENCE, tool_name="terminal")
+    add_message(empty_store, "scope_cli", "tool", "plain tool output", tool_name="terminal")
+    migrate.upgrade(empty_store)
+    with SessionDB(empty_store) as db:
+        every = {m["id"] for sid in ("scope_cli", "scope_cron", "scope_sub")
+                 for m in db.get_messages(sid) if m["content"] != "plain tool output"}
+    assert len(every) == 4
+    for term in TERMS:
+        assert _library(empty_store, term) == every, term
+        assert _cli(empty_store, term) == every, term
