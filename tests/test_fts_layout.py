@@ -93,13 +93,17 @@ def test_tool_rows_are_word_indexed_by_their_first_8192_characters(store: Path) 
                            ).fetchall() == []
 
 
-def test_trigram_covers_every_row_tool_output_by_its_prefix(store: Path) -> None:
+def test_trigram_holds_the_cjk_rows_of_every_session_and_tool_output(store: Path) -> None:
+    # It answers CJK terms alone: a row without a CJK character could never be its hit.
     with connect(store) as con:
-        assert {r[0] for r in con.execute("SELECT id FROM hs_fts_trigram_src")} == {1, 2, 3, 4, 5}
+        con.execute("INSERT INTO messages (session_id, role, content, tool_name, timestamp) "
+                    "VALUES ('b', 'tool', ?, 'terminal', 20)", ("输出结果 " + "z" * 9000 + " 深处的词",))
+        assert {r[0] for r in con.execute("SELECT id FROM hs_fts_trigram_src")} == {1, 4, 5, 6}
         assert con.execute("SELECT rowid FROM hs_fts_trigram "
-                           "WHERE hs_fts_trigram MATCH '\"terminal\"'").fetchall() == [(3,)]
+                           "WHERE hs_fts_trigram MATCH '\"输出结果\"'").fetchall() == [(6,)]
         assert con.execute("SELECT rowid FROM hs_fts_trigram "
-                           "WHERE hs_fts_trigram MATCH '\"beyondprefix\"'").fetchall() == []
+                           "WHERE hs_fts_trigram MATCH '\"深处的词\"'").fetchall() == []
+    assert integrity(store) == {}
 
 
 def test_cjk_side_rows_cover_cjk_text_of_every_session(store: Path) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
-from hermes_store.content import MARKER_BYTES, marker_sql
+from hermes_store.content import CJK_CLASS, MARKER_BYTES, marker_sql
 from hermes_store.db import catalog, engine, names
 
 # The trigram tokenizer ships with FTS5 from SQLite 3.34; revision 0015 leaves the trigram
@@ -76,6 +76,10 @@ def _word_content(row: str) -> str:
             f"ELSE {text_of(row)} END")
 
 
+def _holds_cjk(text: str, tool_name: str) -> str:
+    return f"({text} GLOB '*[{CJK_CLASS}]*' OR {tool_name} GLOB '*[{CJK_CLASS}]*')"
+
+
 # --------------------------------------------------------------------------- views and side text
 
 # Derives the side text of every multimodal row (revision 0022, ``repair``'s rebuild).
@@ -122,8 +126,11 @@ SELECT id, session_id,
     CASE WHEN role = 'tool' THEN substr(COALESCE(text, ''), 1, 8192) ELSE text END AS text,
     tool_name, tool_calls
 FROM {N.SEARCH_TEXT}"""
+# The trigram index answers CJK terms alone (Latin ones go to the word index), so it holds only
+# the rows of the scope a CJK term can match: those with a CJK character in text or tool name.
 TRIGRAM_SOURCE_VIEW = f"""CREATE VIEW {N.TRIGRAM_SOURCE} AS
-SELECT id, text AS content, tool_name FROM {N.SEARCH_SCOPE}"""
+SELECT id, text AS content, tool_name FROM {N.SEARCH_SCOPE}
+WHERE {_holds_cjk('text', 'tool_name')}"""
 
 # --------------------------------------------------------------------------- word index
 
@@ -182,7 +189,8 @@ _TRIGRAM_CHANGED = ("(old.content IS NOT new.content OR old.tool_name IS NOT new
 
 def _trigram_entry(row: str, *, delete: bool = False) -> str:
     return _entry(N.TRIGRAM_INDEX, "content, tool_name",
-                  f"{row}.id, {_word_content(row)}, {row}.tool_name", delete=delete)
+                  f"{row}.id, {_word_content(row)}, {row}.tool_name", delete=delete,
+                  where=_holds_cjk(_word_content(row), f"{row}.tool_name"))
 
 
 TRIGRAM_INDEX = f"""CREATE VIRTUAL TABLE {N.TRIGRAM_INDEX} USING fts5(

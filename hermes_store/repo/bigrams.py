@@ -28,7 +28,7 @@ from itertools import accumulate
 
 from sqlalchemy import Connection, Table, column, table
 
-from hermes_store.content import text_of
+from hermes_store.content import CJK_CLASS, text_of
 from hermes_store.db import catalog, names
 from hermes_store.db.dialect import PG, dialect_name, has_fts5
 from hermes_store.db.models import Message
@@ -39,14 +39,7 @@ BIGRAM_END = "\ue000"
 
 # --- CJK character classes -----------------------------------------------------------------------
 
-_CJK_RANGES = (
-    "\u3000-\u303f"  # CJK symbols and punctuation: counts as CJK, never part of a bigram run
-    "\u3040-\u309f\u30a0-\u30ff"  # hiragana, katakana
-    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # ideographs: extension A, unified, compatibility
-    "\uac00-\ud7af"  # hangul syllables
-    "\U00020000-\U0002a6df\U0002a700-\U0002ebef"  # ideograph extensions B-F
-)
-_CJK_RE = re.compile(f"[{_CJK_RANGES}]")
+_CJK_RE = re.compile(f"[{CJK_CLASS}]")
 # Letters only: U+3000-303F is excluded by the contract, and the few kana-block code points that
 # are punctuation or spacing marks (゛゜゠・) are left out so a run never holds a separator.
 CJK_RUN_RE = re.compile(

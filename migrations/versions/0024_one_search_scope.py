@@ -7,16 +7,15 @@ found a cron session or a tool result, the same sentence's Chinese word did not 
 ``--include-tools``' LIKE pass). From here every route covers the same rows: every message, tool
 output by the same 8,192-character prefix (docs/search.md#search-scope).
 
-SQLite: the scope view loses its session join and its role filter and cuts tool text; the trigram
-triggers index every row (tool text cut as the word triggers cut it) and lose the session triggers
-that moved rows in and out; the CJK pending triggers take every row and lose theirs. The newly
-covered rows (tool rows, rows of cron/subagent sessions, rows without a session) are indexed: the
-trigram index here for a small store, and for a larger one (over ``SMALL_STORE_ROWS`` new rows) the
-backfill window of revision 0013 is opened over every row, as revision 0022 does, so
-``optimize-storage`` fills the indexes in resumable chunks while search answers those rows. New rows
-holding a CJK character are marked pending for the bigram side table: the library derives them
-(each write drains a few, ``optimize-storage`` all) and search answers them by a LIKE bounded to
-the pending ids meanwhile.
+SQLite: the scope view loses its session join and its role filter and cuts tool text; the CJK
+pending triggers take every row and lose the session triggers that moved rows in and out. The
+trigram index answers CJK terms alone (Latin terms go to the word index), so from here it holds
+only the rows of the scope that have a CJK character: it is emptied and filled again from its new
+source here, in the upgrade's transaction (its size is that of the store's CJK rows, which
+measured smaller than the index it replaces). The newly covered rows holding a CJK character are
+marked pending for the bigram side table: the library derives them (each write drains a few,
+``optimize-storage`` all) and search answers them by a LIKE bounded to the pending ids meanwhile.
+Rows inside an open backfill window are left to the backfill, which reads the new views.
 
 PostgreSQL: the pg_trgm index covers every row over the same cut text; the pending index covers
 every NULL ``hs_search_cjk``. Tool rows had NULL there (never covered); those without a CJK
@@ -33,9 +32,6 @@ down_revision = "0022_derived_names_of_our_own"
 branch_labels = None
 depends_on = None
 
-SMALL_STORE_ROWS = 5000
-
-
 class N:
     """The names this revision touches (hermes_store.db.names at the time of writing)."""
 
@@ -43,7 +39,6 @@ class N:
     BACKFILL_WINDOW = "hs_backfill_window"
     SEARCH_SCOPE = "hs_search_scope"
     TRIGRAM_SOURCE = "hs_fts_trigram_src"
-    WORD_INDEX = "hs_fts"
     TRIGRAM_INDEX = "hs_fts_trigram"
     CJK_SIDE = "hs_cjk"
     CJK_PENDING = "hs_cjk_pending"
@@ -53,8 +48,6 @@ class N:
     TRIGRAM_AU = "hs_fts_trigram_au"
     CJK_PENDING_AI = "hs_cjk_pending_ai"
     CJK_PENDING_AU = "hs_cjk_pending_au"
-    BACKFILL_HIGH_WATER = "hs_backfill_high_water"
-    BACKFILL_PROGRESS = "hs_backfill_progress"
     PG_TEXT_FUNCTION = "hs_search_text"
     PG_CJK_COLUMN = "hs_search_cjk"
     PG_TRIGRAM_INDEX = "hs_idx_messages_trgm"
@@ -128,8 +121,19 @@ SELECT id, session_id,
     CASE WHEN role = 'tool' THEN substr(COALESCE(text, ''), 1, 8192) ELSE text END AS text,
     tool_name, tool_calls
 FROM {N.SEARCH_TEXT}"""
+# The CJK letters and punctuation of docs/search.md#cjk-bigrams, for GLOB (which compares code
+# points): the trigram index answers CJK terms alone, so it holds only rows that have one.
+CJK_CLASS = ("\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+             "\U00020000-\U0002a6df\U0002a700-\U0002ebef")
+
+
+def _holds_cjk(text: str, tool_name: str) -> str:
+    return f"({text} GLOB '*[{CJK_CLASS}]*' OR {tool_name} GLOB '*[{CJK_CLASS}]*')"
+
+
 TRIGRAM_SOURCE_VIEW = f"""CREATE VIEW {N.TRIGRAM_SOURCE} AS
-SELECT id, text AS content, tool_name FROM {N.SEARCH_SCOPE}"""
+SELECT id, text AS content, tool_name FROM {N.SEARCH_SCOPE}
+WHERE {_holds_cjk('text', 'tool_name')}"""
 
 _WORD_CHANGED = ("(old.content IS NOT new.content OR old.tool_name IS NOT new.tool_name "
                  "OR old.tool_calls IS NOT new.tool_calls OR old.role IS NOT new.role "
@@ -140,7 +144,8 @@ _TRIGRAM_CHANGED = ("(old.content IS NOT new.content OR old.tool_name IS NOT new
 
 def _trigram_entry(row: str, *, delete: bool = False) -> str:
     return _entry(N.TRIGRAM_INDEX, "content, tool_name",
-                  f"{row}.id, {_word_content(row)}, {row}.tool_name", delete=delete)
+                  f"{row}.id, {_word_content(row)}, {row}.tool_name", delete=delete,
+                  where=_holds_cjk(_word_content(row), f"{row}.tool_name"))
 
 
 TRIGRAM_AI = f"""CREATE TRIGGER {N.TRIGRAM_AI} AFTER INSERT ON messages
@@ -183,21 +188,13 @@ END"""
 # Rows the former scope left out: tool output, and rows of cron or subagent sessions (or of none).
 NEWLY_COVERED = """(m.role IS 'tool' OR NOT EXISTS (SELECT 1 FROM sessions AS s
     WHERE s.id = m.session_id AND COALESCE(s.source, '') NOT IN ('cron', 'subagent')))"""
-# The CJK letters and punctuation of docs/search.md#cjk-bigrams, for GLOB (which compares code
-# points): only a row holding one gets a bigram side row, so only those need to be pending.
-CJK_CLASS = ("[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-             "\U00020000-\U0002a6df\U0002a700-\U0002ebef]")
 _OUTSIDE = _OUTSIDE_WINDOW.format(id="m.id")
-_HOLDS_CJK = f"(sc.text GLOB '*{CJK_CLASS}*' OR sc.tool_name GLOB '*{CJK_CLASS}*')"
+TRIGRAM_EMPTY = f"INSERT INTO {N.TRIGRAM_INDEX} ({N.TRIGRAM_INDEX}) VALUES ('delete-all')"
 TRIGRAM_FILL = (f"INSERT INTO {N.TRIGRAM_INDEX} (rowid, content, tool_name) "
-                f"SELECT t.id, t.content, t.tool_name FROM {N.TRIGRAM_SOURCE} AS t "
-                f"JOIN messages AS m ON m.id = t.id WHERE {NEWLY_COVERED} AND {_OUTSIDE}")
+                f"SELECT id, content, tool_name FROM {N.TRIGRAM_SOURCE} AS m WHERE {_OUTSIDE}")
 CJK_PEND = (f"INSERT OR IGNORE INTO {N.CJK_PENDING} (id) "
             f"SELECT sc.id FROM {N.SEARCH_SCOPE} AS sc JOIN messages AS m ON m.id = sc.id "
-            f"WHERE {NEWLY_COVERED} AND {_OUTSIDE} AND {_HOLDS_CJK}")
-NEW_COUNT = (f"SELECT count(*) FROM (SELECT 1 FROM messages AS m WHERE {NEWLY_COVERED} "
-             f"LIMIT {SMALL_STORE_ROWS + 1})")
-
+            f"WHERE {NEWLY_COVERED} AND {_OUTSIDE} AND {_holds_cjk('sc.text', 'sc.tool_name')}")
 # PostgreSQL: the statements of db/derived.py's PG layout at this revision.
 _PG_SCOPE_TEXT = (f"(CASE WHEN role = 'tool' THEN left({N.PG_TEXT_FUNCTION}(content), 8192) "
                   f"ELSE {N.PG_TEXT_FUNCTION}(content) END || E'\\n' || COALESCE(tool_name, ''))")
@@ -218,27 +215,12 @@ def _objects() -> dict[tuple[str, str], str]:
     return {(kind, name): sql or "" for kind, name, sql in rows}
 
 
-def _open_window() -> bool:
-    """Open the backfill window ``(0, H]`` over every row, emptying the word and trigram indexes
-    for ``optimize-storage`` to fill in resumable chunks (as revision 0022 does for a large store).
-    False when a window is open already: its rows are filled from the new views anyway."""
-    bind = op.get_bind()
-    if bind.exec_driver_sql(f"SELECT 1 FROM {N.BACKFILL_WINDOW}").first() is not None:
-        return False
-    high = bind.exec_driver_sql("SELECT max(id) FROM messages").scalar()
-    bind.exec_driver_sql("INSERT OR REPLACE INTO state_meta (key, value) VALUES (?, ?), (?, '0')",
-                         (N.BACKFILL_HIGH_WATER, str(high), N.BACKFILL_PROGRESS))
-    for index in (N.WORD_INDEX, N.TRIGRAM_INDEX):
-        bind.exec_driver_sql(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
-    return True
-
-
 def _upgrade_sqlite() -> None:
     bind = op.get_bind()
     found = _objects()
     if "cron" not in found.get(("view", N.SEARCH_SCOPE), ""):
         return  # not the former layout: repair builds a missing one from the live definition
-    trigram = ("table", N.TRIGRAM_INDEX) in found and ("table", N.WORD_INDEX) in found
+    trigram = ("table", N.TRIGRAM_INDEX) in found
     for name in OLD_TRIGGERS:
         op.execute(f'DROP TRIGGER IF EXISTS "{name}"')
     for name in OLD_VIEWS:
@@ -247,11 +229,8 @@ def _upgrade_sqlite() -> None:
     if trigram:
         for sql in (TRIGRAM_SOURCE_VIEW, TRIGRAM_AI, TRIGRAM_BD, TRIGRAM_BU, TRIGRAM_AU):
             op.execute(sql)
-        # A window opened here covers every row, the CJK side rows included (the backfill
-        # derives them), so nothing is marked pending inside it.
-        large = bind.exec_driver_sql(NEW_COUNT).scalar() > SMALL_STORE_ROWS
-        if not (large and _open_window()):
-            bind.exec_driver_sql(TRIGRAM_FILL)
+        bind.exec_driver_sql(TRIGRAM_EMPTY)
+        bind.exec_driver_sql(TRIGRAM_FILL)
     if ("table", N.CJK_PENDING) in found:
         op.execute(CJK_PENDING_AI)
         op.execute(CJK_PENDING_AU)
@@ -264,7 +243,7 @@ def _upgrade_postgresql() -> None:
         return  # no search layout (revision 0018 left it out): nothing to widen
     op.execute(f"DROP INDEX IF EXISTS {N.PG_TRIGRAM_INDEX}")
     op.execute(f"DROP INDEX {N.PG_PENDING_INDEX}")
-    bind.exec_driver_sql(PG_NO_CJK_TOOL_ROWS, {"cjk": CJK_CLASS})
+    bind.exec_driver_sql(PG_NO_CJK_TOOL_ROWS, {"cjk": f"[{CJK_CLASS}]"})
     op.execute(PG_TRIGRAM_INDEX)
     op.execute(PG_PENDING_INDEX)
 
