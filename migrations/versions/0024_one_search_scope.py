@@ -256,7 +256,25 @@ def upgrade() -> None:
         _upgrade_postgresql()
 
 
+# Revision 0022's PostgreSQL indexes, for a downgrade.
+OLD_PG_TRIGRAM_INDEX = (f"CREATE INDEX {N.PG_TRIGRAM_INDEX} ON messages USING gin (\n"
+                        f"    ({N.PG_TEXT_FUNCTION}(content) || E'\\n' || COALESCE(tool_name, '')) "
+                        f"gin_trgm_ops)\n    WHERE role IS DISTINCT FROM 'tool'")
+OLD_PG_PENDING_INDEX = (f"CREATE INDEX {N.PG_PENDING_INDEX} ON messages (id)\n"
+                        f"    WHERE {N.PG_CJK_COLUMN} IS NULL AND role IS DISTINCT FROM 'tool'")
+
+
 def downgrade() -> None:
-    """Refused: the narrower scope is the bug this revision fixes (restore a backup to go back)."""
-    raise NotImplementedError("below this revision search scope depends on a term's script; "
-                              "restore a backup to go back")
+    """PostgreSQL: the former partial indexes back (tool rows keep their tokens, which the former
+    queries never read). SQLite: refused, since below this revision search scope depends on a
+    term's script (restore a backup to go back)."""
+    bind = op.get_bind()
+    if bind.dialect.name != "postgresql":
+        raise NotImplementedError("below this revision search scope depends on a term's script; "
+                                  "restore a backup to go back")
+    if bind.exec_driver_sql(f"SELECT to_regclass('{N.PG_PENDING_INDEX}')").scalar() is None:
+        return
+    op.execute(f"DROP INDEX IF EXISTS {N.PG_TRIGRAM_INDEX}")
+    op.execute(f"DROP INDEX {N.PG_PENDING_INDEX}")
+    op.execute(OLD_PG_TRIGRAM_INDEX)
+    op.execute(OLD_PG_PENDING_INDEX)
