@@ -31,6 +31,12 @@ MARKED_STR_KEY = "hermes_marked_str"
 #: so SQL compares it with the first ``len(MARKER_BYTES)`` bytes of ``CAST(content AS BLOB)``.
 MARKER_BLOB_SQL = f"X'{MARKER_BYTES.hex().upper()}'"
 
+# The characters that make text CJK (docs/search.md#cjk-bigrams): CJK symbols and punctuation,
+# kana, ideographs (extension A, unified, compatibility, extensions B-F), hangul syllables. A
+# bracket expression body that Python's ``re`` and SQLite's GLOB (which compares code points)
+# read alike.
+CJK_CLASS = ("\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+             "\U00020000-\U0002a6df\U0002a700-\U0002ebef")
 # Times outside this window are garbage (one 5e+246 made a session look recent forever).
 SANE_MIN_TS = 946684800.0  # 2000-01-01T00:00:00Z
 SANE_FUTURE_S = 86400.0

@@ -44,11 +44,10 @@ def expected_side_rows(path: Path) -> dict[int, tuple[str, str | None]]:
     out = {}
     with connect(path) as con:
         rows = con.execute(
-            "SELECT m.id, m.content, m.tool_name, m.tool_calls FROM messages m "
-            "JOIN sessions s ON s.id = m.session_id "
-            "WHERE m.role IS NOT 'tool' AND s.source NOT IN ('cron', 'subagent')").fetchall()
-    for row_id, content, tool_name, tool_calls in rows:
-        side = cjk.side_row(text_of(content), tool_name, tool_calls)
+            "SELECT id, role, content, tool_name, tool_calls FROM messages").fetchall()
+    for row_id, role, content, tool_name, tool_calls in rows:
+        text = text_of(content)
+        side = cjk.side_row(text[:8192] if role == "tool" else text, tool_name, tool_calls)
         if side is not None:
             out[row_id] = side
     return out
@@ -94,16 +93,22 @@ def test_tool_rows_are_word_indexed_by_their_first_8192_characters(store: Path) 
                            ).fetchall() == []
 
 
-def test_trigram_leaves_out_tool_rows_and_cron_sessions(store: Path) -> None:
+def test_trigram_holds_the_cjk_rows_of_every_session_and_tool_output(store: Path) -> None:
+    # It answers CJK terms alone: a row without a CJK character could never be its hit.
     with connect(store) as con:
-        assert {r[0] for r in con.execute("SELECT id FROM hs_fts_trigram_src")} == {1, 2, 5}
+        con.execute("INSERT INTO messages (session_id, role, content, tool_name, timestamp) "
+                    "VALUES ('b', 'tool', ?, 'terminal', 20)", ("输出结果 " + "z" * 9000 + " 深处的词",))
+        assert {r[0] for r in con.execute("SELECT id FROM hs_fts_trigram_src")} == {1, 4, 5, 6}
         assert con.execute("SELECT rowid FROM hs_fts_trigram "
-                           "WHERE hs_fts_trigram MATCH '\"terminal\"'").fetchall() == []
+                           "WHERE hs_fts_trigram MATCH '\"输出结果\"'").fetchall() == [(6,)]
+        assert con.execute("SELECT rowid FROM hs_fts_trigram "
+                           "WHERE hs_fts_trigram MATCH '\"深处的词\"'").fetchall() == []
+    assert integrity(store) == {}
 
 
-def test_cjk_side_rows_cover_cjk_text_in_trigram_scope(store: Path) -> None:
+def test_cjk_side_rows_cover_cjk_text_of_every_session(store: Path) -> None:
     rows = side_rows(store)
-    assert set(rows) == {1, 5}
+    assert set(rows) == {1, 4, 5}
     assert rows[1][0] == "记忆 忆断 断裂 裂\ue000 in the docker logs"
     assert rows == expected_side_rows(store)
 

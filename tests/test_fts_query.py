@@ -483,7 +483,6 @@ ROUTING = [
     ("docker*", {}, "word"),
     ("docker", {"bigram_ready": False}, "word"),
     ("docker", {"trigram_available": False, "bigram_ready": False}, "word"),
-    ("docker", {"excluded_source_filter": True}, "word"),
     ("记忆断裂", {}, "trigram"),
     ("Agent通信", {}, "trigram"),
     ("记忆断裂", {"bigram_ready": False}, "trigram"),
@@ -500,8 +499,6 @@ ROUTING = [
     ("docker", {"tool_role": True}, "like"),
     ("记忆断裂", {"tool_role": True}, "like"),
     ("通信", {"tool_role": True}, "like"),
-    ("记忆断裂", {"excluded_source_filter": True}, "like"),
-    ("通信", {"excluded_source_filter": True}, "like"),
 ]
 
 
@@ -903,6 +900,11 @@ def test_postgresql_search_ddl_is_the_revisions() -> None:
     # Revision 0022 gave every object its name of our own.
     for _, old, new, _ in _revision("0022_derived_names_of_our_own.py").PG_RENAMES:
         head = [re.sub(rf"(?<![A-Za-z0-9_]){old}(?![A-Za-z0-9_])", new, sql) for sql in head]
+    # Revision 0024 widened the substring and pending indexes to every row.
+    scope = _revision("0024_one_search_scope.py")
+    head = [{"CREATE INDEX hs_idx_messages_trgm": scope.PG_TRIGRAM_INDEX,
+             "CREATE INDEX hs_idx_messages_cjk_pending": scope.PG_PENDING_INDEX}.get(
+                 sql.partition(" ON ")[0], sql) for sql in head]
     assert head == [sql for _, sql in PG_STATEMENTS]
     assert words.SEPARATORS == PG_WORD_SEPARATORS
     assert words._separator_class(words.SEPARATORS) == PG_SEPARATOR_CLASS

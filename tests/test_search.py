@@ -142,7 +142,7 @@ def test_tool_output_is_word_indexed_only_up_to_its_prefix(store) -> None:
 
 
 def test_two_character_cjk_finds_every_row_not_just_index_hits(store) -> None:
-    assert keys(store, "昨晚") == {"night1", "night2"}
+    assert keys(store, "昨晚") == {"night1", "night2", "cronnight"}
 
 
 def test_cjk_or_routes_each_term_by_its_own_length(store) -> None:
@@ -174,12 +174,12 @@ def test_not_keeps_its_meaning_across_routes(store) -> None:
 
 
 def test_single_cjk_character_is_found_inside_and_at_the_end_of_runs(store) -> None:
-    assert keys(store, "晚") == {"night1", "night2"}
+    assert keys(store, "晚") == {"night1", "night2", "cronnight"}
     assert keys(store, "送") == {"night2"}
 
 
-def test_excluded_source_named_in_the_filter_is_searched_by_like(store) -> None:
-    assert keys(store, "昨晚") == {"night1", "night2"}
+def test_cjk_reaches_cron_sessions_with_and_without_a_source_filter(store) -> None:
+    assert keys(store, "昨晚") == {"night1", "night2", "cronnight"}
     assert keys(store, "昨晚", source_filter=["cron"]) == {"cronnight"}
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
-from hermes_store.content import MARKER_BYTES, marker_sql
+from hermes_store.content import CJK_CLASS, MARKER_BYTES, marker_sql
 from hermes_store.db import catalog, names
 
 # The trigram tokenizer ships with FTS5 from SQLite 3.34; revision 0015 leaves the trigram
@@ -75,9 +75,8 @@ def _word_content(row: str) -> str:
             f"ELSE {text_of(row)} END")
 
 
-def _in_trigram_scope(row: str) -> str:
-    return (f"{row}.role IS NOT 'tool' AND EXISTS (SELECT 1 FROM sessions AS s "
-            f"WHERE s.id = {row}.session_id AND COALESCE(s.source, '') NOT IN ('cron', 'subagent'))")
+def _holds_cjk(text: str, tool_name: str) -> str:
+    return f"({text} GLOB '*[{CJK_CLASS}]*' OR {tool_name} GLOB '*[{CJK_CLASS}]*')"
 
 
 # --------------------------------------------------------------------------- views and side text
@@ -120,12 +119,17 @@ SELECT id,
     CASE WHEN role = 'tool' THEN substr(COALESCE(text, ''), 1, 8192) ELSE text END AS content,
     tool_name, tool_calls
 FROM {N.SEARCH_TEXT}"""
+# One scope for every index (docs/search.md#search-scope): every row, tool output by its prefix.
 SEARCH_SCOPE_VIEW = f"""CREATE VIEW {N.SEARCH_SCOPE} AS
-SELECT t.id, t.session_id, t.text, t.tool_name, t.tool_calls
-FROM {N.SEARCH_TEXT} AS t JOIN sessions AS s ON s.id = t.session_id
-WHERE t.role IS NOT 'tool' AND COALESCE(s.source, '') NOT IN ('cron', 'subagent')"""
+SELECT id, session_id,
+    CASE WHEN role = 'tool' THEN substr(COALESCE(text, ''), 1, 8192) ELSE text END AS text,
+    tool_name, tool_calls
+FROM {N.SEARCH_TEXT}"""
+# The trigram index answers CJK terms alone (Latin ones go to the word index), so it holds only
+# the rows of the scope a CJK term can match: those with a CJK character in text or tool name.
 TRIGRAM_SOURCE_VIEW = f"""CREATE VIEW {N.TRIGRAM_SOURCE} AS
-SELECT id, text AS content, tool_name FROM {N.SEARCH_SCOPE}"""
+SELECT id, text AS content, tool_name FROM {N.SEARCH_SCOPE}
+WHERE {_holds_cjk('text', 'tool_name')}"""
 
 # --------------------------------------------------------------------------- word index
 
@@ -179,19 +183,13 @@ END"""
 # --------------------------------------------------------------------------- trigram index
 
 _TRIGRAM_CHANGED = ("(old.content IS NOT new.content OR old.tool_name IS NOT new.tool_name "
-                    "OR old.role IS NOT new.role OR old.session_id IS NOT new.session_id "
-                    "OR old.id IS NOT new.id)")
-_TRIGRAM_REMOVE_SESSION = f"""
-    INSERT INTO {N.TRIGRAM_INDEX} ({N.TRIGRAM_INDEX}, rowid, content, tool_name)
-    SELECT 'delete', t.id, t.content, t.tool_name FROM {N.TRIGRAM_SOURCE} AS t
-    WHERE t.id IN (SELECT id FROM messages WHERE session_id = old.id)
-      AND {_OUTSIDE_WINDOW.format(id="t.id")};"""
+                    "OR old.role IS NOT new.role OR old.id IS NOT new.id)")
 
 
 def _trigram_entry(row: str, *, delete: bool = False) -> str:
     return _entry(N.TRIGRAM_INDEX, "content, tool_name",
-                  f"{row}.id, {text_of(row)}, {row}.tool_name", delete=delete,
-                  where=_in_trigram_scope(row))
+                  f"{row}.id, {_word_content(row)}, {row}.tool_name", delete=delete,
+                  where=_holds_cjk(_word_content(row), f"{row}.tool_name"))
 
 
 TRIGRAM_INDEX = f"""CREATE VIRTUAL TABLE {N.TRIGRAM_INDEX} USING fts5(
@@ -199,50 +197,31 @@ TRIGRAM_INDEX = f"""CREATE VIRTUAL TABLE {N.TRIGRAM_INDEX} USING fts5(
     content='{N.TRIGRAM_SOURCE}', content_rowid='id', tokenize='trigram'
 )"""
 TRIGRAM_AI = f"""CREATE TRIGGER {N.TRIGRAM_AI} AFTER INSERT ON messages
-WHEN new.role IS NOT 'tool' AND {_OUTSIDE_WINDOW.format(id="new.id")}
+WHEN {_OUTSIDE_WINDOW.format(id="new.id")}
 BEGIN
     {_trigram_entry('new')}
 END"""
 TRIGRAM_BD = f"""CREATE TRIGGER {N.TRIGRAM_BD} BEFORE DELETE ON messages
-WHEN old.role IS NOT 'tool' AND {_OUTSIDE_WINDOW.format(id="old.id")}
+WHEN {_OUTSIDE_WINDOW.format(id="old.id")}
 BEGIN
     {_trigram_entry('old', delete=True)}
 END"""
 TRIGRAM_BU = f"""CREATE TRIGGER {N.TRIGRAM_BU}
-BEFORE UPDATE OF content, tool_name, role, session_id, id ON messages
+BEFORE UPDATE OF content, tool_name, role, id ON messages
 WHEN {_TRIGRAM_CHANGED} AND {_OUTSIDE_WINDOW.format(id="old.id")}
 BEGIN
     {_trigram_entry('old', delete=True)}
 END"""
 TRIGRAM_AU = f"""CREATE TRIGGER {N.TRIGRAM_AU}
-AFTER UPDATE OF content, tool_name, role, session_id, id ON messages
+AFTER UPDATE OF content, tool_name, role, id ON messages
 WHEN {_TRIGRAM_CHANGED} AND {_OUTSIDE_WINDOW.format(id="new.id")}
 BEGIN
     {_trigram_entry('new')}
 END"""
-TRIGRAM_SESSION_BU = f"""CREATE TRIGGER {N.TRIGRAM_SESSION_BU}
-BEFORE UPDATE OF source, id ON sessions
-WHEN old.source IS NOT new.source OR old.id IS NOT new.id
-BEGIN{_TRIGRAM_REMOVE_SESSION}
-END"""
-TRIGRAM_SESSION_AU = f"""CREATE TRIGGER {N.TRIGRAM_SESSION_AU}
-AFTER UPDATE OF source, id ON sessions
-WHEN old.source IS NOT new.source OR old.id IS NOT new.id
-BEGIN
-    INSERT INTO {N.TRIGRAM_INDEX} (rowid, content, tool_name)
-    SELECT t.id, t.content, t.tool_name FROM {N.TRIGRAM_SOURCE} AS t
-    WHERE t.id IN (SELECT id FROM messages WHERE session_id = new.id)
-      AND {_OUTSIDE_WINDOW.format(id="t.id")};
-END"""
-TRIGRAM_SESSION_BD = f"""CREATE TRIGGER {N.TRIGRAM_SESSION_BD} BEFORE DELETE ON sessions
-BEGIN{_TRIGRAM_REMOVE_SESSION}
-END"""
 
 # --------------------------------------------------------------------- CJK bigram index
 
-_CJK_CHANGED = ("(old.content IS NOT new.content OR old.tool_name IS NOT new.tool_name "
-                "OR old.tool_calls IS NOT new.tool_calls OR old.role IS NOT new.role "
-                "OR old.session_id IS NOT new.session_id OR old.id IS NOT new.id)")
+_CJK_CHANGED = _WORD_CHANGED
 
 CJK_SIDE_TABLE = (f"CREATE TABLE {N.CJK_SIDE} "
                   "(id INTEGER PRIMARY KEY, text TEXT NOT NULL, calls TEXT)")
@@ -263,36 +242,23 @@ CJK_AU = f"""CREATE TRIGGER {N.CJK_AU} AFTER UPDATE ON {N.CJK_SIDE} BEGIN
     INSERT INTO {N.CJK_INDEX} (rowid, text, calls) VALUES (new.id, new.text, new.calls);
 END"""
 CJK_PENDING_AI = f"""CREATE TRIGGER {N.CJK_PENDING_AI} AFTER INSERT ON messages
-WHEN new.role IS NOT 'tool' AND {_OUTSIDE_WINDOW.format(id="new.id")}
+WHEN {_OUTSIDE_WINDOW.format(id="new.id")}
 BEGIN
     INSERT OR IGNORE INTO {N.CJK_PENDING} (id) VALUES (new.id);
 END"""
 CJK_PENDING_AU = f"""CREATE TRIGGER {N.CJK_PENDING_AU}
-AFTER UPDATE OF content, tool_name, tool_calls, role, session_id, id ON messages
+AFTER UPDATE OF content, tool_name, tool_calls, role, id ON messages
 WHEN {_CJK_CHANGED}
 BEGIN
     DELETE FROM {N.CJK_SIDE} WHERE id = old.id;
     DELETE FROM {N.CJK_PENDING} WHERE id = old.id;
     INSERT OR IGNORE INTO {N.CJK_PENDING} (id)
-    SELECT new.id WHERE new.role IS NOT 'tool' AND {_OUTSIDE_WINDOW.format(id="new.id")};
+    SELECT new.id WHERE {_OUTSIDE_WINDOW.format(id="new.id")};
 END"""
 CJK_MESSAGES_AD = f"""CREATE TRIGGER {N.CJK_MESSAGES_AD} AFTER DELETE ON messages BEGIN
     DELETE FROM {N.CJK_SIDE} WHERE id = old.id;
     DELETE FROM {N.CJK_PENDING} WHERE id = old.id;
 END"""
-CJK_SESSION_AU = f"""CREATE TRIGGER {N.CJK_SESSION_AU}
-AFTER UPDATE OF source, id ON sessions
-WHEN old.source IS NOT new.source OR old.id IS NOT new.id
-BEGIN
-    DELETE FROM {N.CJK_SIDE} WHERE id IN (SELECT id FROM messages WHERE session_id = old.id);
-    INSERT OR IGNORE INTO {N.CJK_PENDING} (id)
-    SELECT m.id FROM messages AS m
-    WHERE m.session_id = new.id AND m.role IS NOT 'tool' AND {_OUTSIDE_WINDOW.format(id="m.id")};
-END"""
-CJK_SESSION_BD = f"""CREATE TRIGGER {N.CJK_SESSION_BD} BEFORE DELETE ON sessions BEGIN
-    DELETE FROM {N.CJK_SIDE} WHERE id IN (SELECT id FROM messages WHERE session_id = old.id);
-END"""
-
 
 # =========================================================================== sessions: roots
 # (revision 0023) Foreign writers (the agent inserts sessions rows itself) get the lineage root
@@ -349,17 +315,12 @@ OBJECTS: tuple[LayoutObject, ...] = (
     LayoutObject("trigger", N.TRIGRAM_BD, TRIGRAM_BD, trigram=True),
     LayoutObject("trigger", N.TRIGRAM_BU, TRIGRAM_BU, trigram=True),
     LayoutObject("trigger", N.TRIGRAM_AU, TRIGRAM_AU, trigram=True),
-    LayoutObject("trigger", N.TRIGRAM_SESSION_BU, TRIGRAM_SESSION_BU, trigram=True),
-    LayoutObject("trigger", N.TRIGRAM_SESSION_AU, TRIGRAM_SESSION_AU, trigram=True),
-    LayoutObject("trigger", N.TRIGRAM_SESSION_BD, TRIGRAM_SESSION_BD, trigram=True),
     LayoutObject("trigger", N.CJK_AI, CJK_AI),
     LayoutObject("trigger", N.CJK_AD, CJK_AD),
     LayoutObject("trigger", N.CJK_AU, CJK_AU),
     LayoutObject("trigger", N.CJK_PENDING_AI, CJK_PENDING_AI),
     LayoutObject("trigger", N.CJK_PENDING_AU, CJK_PENDING_AU),
     LayoutObject("trigger", N.CJK_MESSAGES_AD, CJK_MESSAGES_AD),
-    LayoutObject("trigger", N.CJK_SESSION_AU, CJK_SESSION_AU),
-    LayoutObject("trigger", N.CJK_SESSION_BD, CJK_SESSION_BD),
     # sessions: roots (0023)
     LayoutObject("trigger", N.SESSION_ROOT_AI, ROOT_AI),
     LayoutObject("trigger", N.SESSION_ROOT_AU, ROOT_AU),
@@ -411,9 +372,11 @@ PG_PENDING_INDEX = N.PG_PENDING_INDEX
 # to_tsvector refuses a result above 1 MB of lexemes: the inputs are cut so that even text of
 # 4-byte characters stays below it (200,000 + 1,000 + 40,000 characters).
 PG_WORD_TEXT_CHARS = 200_000
-# The expression the trigram index covers (and the substring route compares): the text, then the
-# tool name, on lines of their own so a term never spans the two.
-PG_SCOPE_TEXT = f"({PG_TEXT_FUNCTION}({{t}}.content) || E'\\n' || COALESCE({{t}}.tool_name, ''))"
+# The expression the trigram index covers (and the substring route compares): the text (tool
+# output by its prefix, as the word index reads it), then the tool name, on lines of their own so
+# a term never spans the two. ``{t}`` is a table alias with its dot, or nothing.
+PG_SCOPE_TEXT = (f"(CASE WHEN {{t}}role = 'tool' THEN left({PG_TEXT_FUNCTION}({{t}}content), 8192) "
+                 f"ELSE {PG_TEXT_FUNCTION}({{t}}content) END || E'\\n' || COALESCE({{t}}tool_name, ''))")
 
 # unicode61's separators (revision 0020): the code points FTS5's default tokenizer splits words
 # at, as hex ranges: ASCII punctuation, and marks, punctuation, symbols and spaces by FTS5's own
@@ -541,9 +504,8 @@ $$"""),
     (PG_CJK_COLUMN, f"ALTER TABLE messages ADD COLUMN {PG_CJK_COLUMN} tsvector"),
     (PG_WORD_INDEX, f"CREATE INDEX {PG_WORD_INDEX} ON messages USING gin ({PG_WORD_COLUMN})"),
     (PG_TRIGRAM_INDEX, f"""CREATE INDEX {PG_TRIGRAM_INDEX} ON messages USING gin (
-    ({PG_TEXT_FUNCTION}(content) || E'\\n' || COALESCE(tool_name, '')) gin_trgm_ops)
-    WHERE role IS DISTINCT FROM 'tool'"""),
+    {PG_SCOPE_TEXT.format(t="")} gin_trgm_ops)"""),
     (PG_CJK_INDEX, f"CREATE INDEX {PG_CJK_INDEX} ON messages USING gin ({PG_CJK_COLUMN})"),
     (PG_PENDING_INDEX, f"""CREATE INDEX {PG_PENDING_INDEX} ON messages (id)
-    WHERE {PG_CJK_COLUMN} IS NULL AND role IS DISTINCT FROM 'tool'"""),
+    WHERE {PG_CJK_COLUMN} IS NULL"""),
 )

@@ -435,8 +435,7 @@ def _rebuild_fts(conn: Connection) -> list[str]:
     return done
 
 
-_PEND_ALL_CJK = (f"INSERT OR IGNORE INTO {names.CJK_PENDING} (id) "
-                 "SELECT id FROM messages WHERE role IS NOT 'tool'")
+_PEND_ALL_CJK = f"INSERT OR IGNORE INTO {names.CJK_PENDING} (id) SELECT id FROM messages"
 
 
 def _recreate_layout(conn: Connection) -> list[str]:

@@ -28,7 +28,7 @@ from itertools import accumulate
 
 from sqlalchemy import Connection, Table, column, table
 
-from hermes_store.content import text_of
+from hermes_store.content import CJK_CLASS, text_of
 from hermes_store.db import catalog, names
 from hermes_store.db.dialect import PG, dialect_name, has_fts5
 from hermes_store.db.models import Message
@@ -39,14 +39,7 @@ BIGRAM_END = "\ue000"
 
 # --- CJK character classes -----------------------------------------------------------------------
 
-_CJK_RANGES = (
-    "\u3000-\u303f"  # CJK symbols and punctuation: counts as CJK, never part of a bigram run
-    "\u3040-\u309f\u30a0-\u30ff"  # hiragana, katakana
-    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # ideographs: extension A, unified, compatibility
-    "\uac00-\ud7af"  # hangul syllables
-    "\U00020000-\U0002a6df\U0002a700-\U0002ebef"  # ideograph extensions B-F
-)
-_CJK_RE = re.compile(f"[{_CJK_RANGES}]")
+_CJK_RE = re.compile(f"[{CJK_CLASS}]")
 # Letters only: U+3000-303F is excluded by the contract, and the few kana-block code points that
 # are punctuation or spacing marks (゛゜゠・) are left out so a run never holds a separator.
 CJK_RUN_RE = re.compile(
@@ -278,6 +271,8 @@ PG_COLUMN = names.PG_CJK_COLUMN
 # text of 100,000 characters has at most 100,000 distinct two-character pieces).
 PG_TEXT_CHARS = 100_000
 PG_CALLS_CHARS = 20_000
+# Tool output is searched by its first 8,192 characters on every route (hs_search_scope).
+TOOL_PREFIX_CHARS = 8192
 _MAX_POSITIONS = 256  # what to_tsvector keeps per lexeme
 _MAX_POSITION = 16383
 _MAX_LEXEME_BYTES = 2047
@@ -350,11 +345,12 @@ def tsquery_phrase(text: str, *, prefix: bool = False, weight: str = "") -> str 
 
 
 def row_vector(row: dict[str, object]) -> str | None:
-    """``hs_search_cjk`` of a row about to be inserted: NULL for tool rows (never covered)."""
-    if row.get("role") == "tool":
-        return None
-    return cjk_vector(text_of(row.get("content")), row.get("tool_name"),  # type: ignore[arg-type]
-                      row.get("tool_calls"))  # type: ignore[arg-type]
+    """``hs_search_cjk`` of a row about to be inserted: tool output by its prefix, as the word
+    index reads it (docs/search.md#search-scope)."""
+    text = text_of(row.get("content"))  # type: ignore[arg-type]
+    if row.get("role") == "tool" and text:
+        text = text[:TOOL_PREFIX_CHARS]
+    return cjk_vector(text, row.get("tool_name"), row.get("tool_calls"))  # type: ignore[arg-type]
 
 
 # The model knows nothing of the search columns (autogenerate leaves them alone), so inserts
@@ -375,10 +371,9 @@ def with_vector(row: dict[str, object]) -> dict[str, object]:
 
 
 _PG_PENDING = ("SELECT id, content, role, tool_name, tool_calls FROM messages "
-               "WHERE hs_search_cjk IS NULL AND role IS DISTINCT FROM 'tool' ORDER BY id LIMIT %s")
+               "WHERE hs_search_cjk IS NULL ORDER BY id LIMIT %s")
 _PG_SET = "UPDATE messages SET hs_search_cjk = %s::tsvector WHERE id = %s"
-_PG_PENDING_COUNT = ("SELECT count(*) FROM messages "
-                     "WHERE hs_search_cjk IS NULL AND role IS DISTINCT FROM 'tool'")
+_PG_PENDING_COUNT = "SELECT count(*) FROM messages WHERE hs_search_cjk IS NULL"
 
 
 def _pg_catch_up(conn: Connection, limit: int) -> int:

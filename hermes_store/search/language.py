@@ -451,7 +451,6 @@ def route_term(
     trigram_available: bool = True,
     bigram_ready: bool = True,
     tool_role: bool = False,
-    excluded_source_filter: bool = False,
 ) -> Route:
     """Which index answers ``term``; decided up front, never retried on zero hits.
 
@@ -462,8 +461,6 @@ def route_term(
         return "like"  # tool bodies are indexed only up to a prefix
     if not term.is_cjk:
         return "word"
-    if excluded_source_filter:
-        return "like"  # excluded sources are outside trigram and bigram coverage
     if term.length >= 3 and trigram_available:
         return "trigram"
     return "bigram" if bigram_ready else "like"  # trigram needs 3 characters per term

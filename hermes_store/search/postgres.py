@@ -46,8 +46,7 @@ from hermes_store.search.sqlite import CONTEXT_CHARS, PAGE_COLUMNS, Filters, Sql
 # A lexeme no text yields (tokens never hold control characters): a term without any lexeme.
 _NOTHING = "'\x01'"
 _WORD_QUERY = f"to_tsquery('{PG_SEARCH_CONFIG}', %s)"
-_SCOPE = "COALESCE(s.source, '') NOT IN ('cron', 'subagent')"
-_SCOPE_TEXT = PG_SCOPE_TEXT.format(t="m")
+_SCOPE_TEXT = PG_SCOPE_TEXT.format(t="m.")
 # The same text, written so that no index matches it: the rows still waiting for their CJK
 # tokens are found through their own partial index. Matched against the trigram index's
 # expression, a generic plan chose that index for a 2-character term, which pg_trgm answers
@@ -68,9 +67,9 @@ _WORD_SPLIT = f" AND {_CJK_LENGTH} = 0"
 _WORD_SCORE = f"-ts_rank_cd(m.hs_search_words, {_WORD_QUERY})::float8"
 _BIGRAM_MATCH = f"m.hs_search_cjk @@ %s::tsquery AND {_CJK_LENGTH} > 0"
 _BIGRAM_SCORE = "-ts_rank_cd(m.hs_search_cjk, %s::tsquery)::float8"
-_TRIGRAM = f"m.role IS DISTINCT FROM 'tool' AND {_SCOPE} AND {{like}}"
+_TRIGRAM = "{like}"
 # Rows another program wrote wait for ``bigrams.catch_up`` (a partial index holds their ids).
-_PENDING_LIKE = f"m.hs_search_cjk IS NULL AND m.role IS DISTINCT FROM 'tool' AND {_SCOPE} AND {{like}}"
+_PENDING_LIKE = "m.hs_search_cjk IS NULL AND {like}"
 _IN_SOURCES = "s.source = ANY(%s::text[]) AND {like}"
 _ID_LIST = "m.id = ANY(%s::bigint[])"
 _LITERAL_CHECK = """
@@ -266,10 +265,10 @@ def _word_parts(tree: Node, layout: SearchLayout, scored: bool) -> list[Part]:
 
 def _bigram_parts(tree: Node, scored: bool) -> list[Part]:
     literal = bigram_query(tree)
-    return [Part(f"{_BIGRAM_MATCH} AND {_SCOPE}", [literal], session=True,
+    return [Part(_BIGRAM_MATCH, [literal],
                  score=_BIGRAM_SCORE if scored else None,
                  score_params=[literal] if scored else []),
-            _like_part(_PENDING_LIKE, tree, (_PENDING_TEXT,))]
+            _like_part(_PENDING_LIKE, tree, (_PENDING_TEXT,), session=False)]
 
 
 def route_hits(route: str, tree: Node, layout: SearchLayout, sources: list[str] | None = None,
@@ -278,7 +277,7 @@ def route_hits(route: str, tree: Node, layout: SearchLayout, sources: list[str] 
     if route == "word":
         return Hits.of(_word_parts(tree, layout, scored))
     if route == "trigram":
-        return Hits.of([_like_part(_TRIGRAM, tree, (_SCOPE_TEXT,))])
+        return Hits.of([_like_part(_TRIGRAM, tree, (_SCOPE_TEXT,), session=False)])
     if route == "bigram":
         return Hits.of(_bigram_parts(tree, scored))
     if sources:

@@ -12,7 +12,7 @@ to the index that can answer it (``language.route_term``) and then either
 
 Every route is bounded: an index lookup, plus LIKE only over the ids still waiting for the CJK
 index (``hs_cjk_pending``) or inside an open backfill window; the explicit LIKE route
-(tool bodies, excluded sources) is the one documented exception. Filters, order and paging are
+(whole tool bodies) is the one documented exception. Filters, order and paging are
 applied once, in the final query, so they are identical on every route; a page is one
 statement, whatever the ties at its cut.
 
@@ -45,7 +45,6 @@ from hermes_store.search.sqlite import CONTEXT_CHARS, Filters, Sql
 
 log = logging.getLogger(__name__)
 
-EXCLUDED_SOURCES = frozenset(("cron", "subagent"))
 MULTIMODAL_PLACEHOLDER = "[multimodal content]"
 
 Row = tuple[Any, ...]
@@ -115,14 +114,11 @@ def _route_indexes(route: str, layout: SearchLayout) -> tuple[str, ...]:
     return ()
 
 
-def _plan(tree: Node, layout: SearchLayout, source_filter: list[str] | None,
-          role_filter: list[str] | None) -> _Plan:
+def _plan(tree: Node, layout: SearchLayout, role_filter: list[str] | None) -> _Plan:
     tool_role = bool(role_filter) and "tool" in role_filter  # type: ignore[operator]
-    excluded = bool(source_filter) and bool(EXCLUDED_SOURCES.intersection(source_filter or ()))
     routes = {
         term: language.route_term(term, trigram_available=layout.trigram,
-                                  bigram_ready=layout.bigram, tool_role=tool_role,
-                                  excluded_source_filter=excluded)
+                                  bigram_ready=layout.bigram, tool_role=tool_role)
         for term in language.iter_terms(tree)
     }
     return _Plan(tree, routes)
@@ -265,7 +261,7 @@ def _search(conn: Connection, tree: Node, filters: Filters, limit: int, offset: 
     (docs/search.md#damage): FTS5's own complaints are translated, and an answer shorter than
     ``limit`` is trusted only once the indexes pass ``index_health``'s bounded probe."""
     layout = catalog.search_layout(conn)
-    plan = _plan(tree, layout, filters.sources, filters.roles)
+    plan = _plan(tree, layout, filters.roles)
     indexes = plan.indexes(layout) if _statements(conn) is sqlite else ()
     try:
         found = _answer(conn, plan, layout, filters, limit, offset, sort, hide)
