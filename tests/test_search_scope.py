@@ -93,7 +93,7 @@ def test_an_upgraded_store_finds_cjk_in_rows_the_former_scope_left_out(empty_sto
 
     from hermes_store.db import migrate
 
-    migrate.upgrade(empty_store, "0022_derived_names_of_our_own")
+    migrate.upgrade(empty_store, "0023_sessions_carry_lineage_root")
     make_session(empty_store, "scope_cli", texts=(SENTENCE,))
     make_session(empty_store, "scope_cron", source="cron", texts=(SENTENCE,))
     make_session(empty_store, "scope_sub", source="subagent", texts=(SENTENCE,))

@@ -117,7 +117,7 @@ class ChatSession(Base):
         Index("idx_sessions_gateway_peer", "source", "user_id", "chat_id", "chat_type",
               "thread_id", "started_at"),
         Index("idx_sessions_handoff_state", "handoff_state", "started_at"),
-        Index("hs_idx_sessions_root", "root_session_id", "parent_session_id"),
+        Index("idx_sessions_root", "root_session_id", "parent_session_id"),
     )
 
     def __repr__(self) -> str:

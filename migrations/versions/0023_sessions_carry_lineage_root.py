@@ -6,7 +6,7 @@ itself when it has no parent, or its parent row is gone). Each recursive lineage
 each step on the root. A distributed engine that shards ``sessions`` by this column (Citus:
 "recursive CTEs are only supported when they contain a filter on the distribution column")
 answers a walk on one shard; on one server the filter narrows each step to one tree through
-``hs_idx_sessions_root (root_session_id, parent_session_id)``.
+``idx_sessions_root (root_session_id, parent_session_id)``.
 
 The library's write units keep the column right (create with a parent, relinks, deletes that
 detach children, imports, copies). Other programs write ``sessions`` too (on SQLite the
@@ -44,7 +44,7 @@ WALK = f"""WITH RECURSIVE walk(id, root_id, depth) AS (
 SELECT id, MIN(root_id) FROM walk GROUP BY id"""
 SET_ROOT = "UPDATE sessions SET root_session_id = :root WHERE id = :id"
 OWN_ROOT = "UPDATE sessions SET root_session_id = id WHERE root_session_id IS NULL"
-INDEX = "CREATE INDEX hs_idx_sessions_root ON sessions (root_session_id, parent_session_id)"
+INDEX = "CREATE INDEX idx_sessions_root ON sessions (root_session_id, parent_session_id)"
 
 _PARENT_ROOT = ("(SELECT COALESCE(p.root_session_id, p.id) FROM sessions AS p "
                 "WHERE p.id = new.parent_session_id)")
@@ -102,5 +102,5 @@ def downgrade() -> None:
     else:
         op.execute("DROP TRIGGER IF EXISTS hs_sessions_root_au")
         op.execute("DROP TRIGGER IF EXISTS hs_sessions_root_ai")
-    op.execute("DROP INDEX IF EXISTS hs_idx_sessions_root")
+    op.execute("DROP INDEX IF EXISTS idx_sessions_root")
     op.execute("ALTER TABLE sessions DROP COLUMN root_session_id")
