@@ -218,7 +218,8 @@ def writable_place(path: Path) -> bool:
     return os.access(parent, os.W_OK) and (not path.exists() or os.access(path, os.W_OK))
 
 
-def open_problem(path: Path, *, write: bool) -> StoreNotFoundError | StoreUnopenableError | None:
+def open_problem(path: Path, *, write: bool,
+                 header: bool = True) -> StoreNotFoundError | StoreUnopenableError | None:
     """Why the store file at ``path`` cannot be opened (for writing when ``write``), or None.
 
     Decided from the file system before SQLite sees the path, because SQLite's own words for
@@ -236,6 +237,8 @@ def open_problem(path: Path, *, write: bool) -> StoreNotFoundError | StoreUnopen
     if not os.access(path, os.R_OK):
         return StoreUnopenableError(f"{path}: permission denied (this user may not read it)",
                                     reason="permission")
+    if not header:  # the caller's process has the file open already (see db.engine)
+        return None
     try:
         with open(path, "rb") as fh:
             head = fh.read(len(SQLITE_HEADER))

@@ -2,8 +2,7 @@
 functions (``open_engine``, ``reading``, ``run_write`` …) that dispatch to ``db.postgres`` for a
 PostgreSQL store, so that nothing above this layer branches on the backend.
 
-Everything about how we talk to the file lives here, so that the facade, the CLI, Alembic and
-the tests all get the same behaviour:
+Everything about how we talk to the file lives here, for the facade, the CLI, Alembic, tests:
 
 * one Engine per file per process (a registry), so a process never contends with itself;
 * pysqlite's implicit transaction handling is switched off and we emit ``BEGIN`` ourselves:
@@ -313,9 +312,11 @@ def open_engine(target: str | os.PathLike[str] | StoreLocation, *,
     p = location.path
     if not readonly:
         _ensure_file(p)
-    if (problem := open_problem(p, write=not readonly)) is not None:
-        raise problem  # missing for a read, a directory, unreadable, read-only, not SQLite
     key = (str(p.resolve()), readonly)
+    with _registry_lock:  # closing any descriptor drops this process's POSIX locks on the file:
+        held = any(k[0] == key[0] for k in _engines)  # not while our connections hold them
+    if (problem := open_problem(p, write=not readonly, header=not held)) is not None:
+        raise problem  # missing for a read, a directory, unreadable, read-only, not SQLite
     with _registry_lock:
         engine = _engines.get(key)
         if engine is None:

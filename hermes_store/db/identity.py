@@ -60,10 +60,38 @@ def check_same_files(path: str, info: dict[str, Any], conn: Connection) -> None:
     if opened is None:
         return
     for suffix, was, now in zip(_SIDECAR_SUFFIXES, opened, current):
-        if was is not None and now != was:
+        if was is not None and now != was and _holds_unlinked(path + suffix) is not False:
             raise StoreReplacedError(
                 f"{path}{suffix} was deleted or replaced while this process had the store open"
                 "; nothing was written (commits into it would be lost). Stop every process "
                 "using the store, then reopen it; run `hermes-store doctor` afterwards.")
-    if None in opened:  # a new file gets its WAL with its first transaction (this one)
-        opened_by[_SIDECARS] = tuple(was or now for was, now in zip(opened, current))
+    if opened != current:
+        # A new file gets its WAL with its first transaction (this one); and a connection that
+        # has not read yet holds no lock, so the last other connection may have deleted the WAL
+        # it saw at connect (and a later one made a new one) without anything going wrong.
+        opened_by[_SIDECARS] = current
+
+
+_FDS = "/proc/self/fd"
+
+
+def _holds_unlinked(path: str) -> bool | None:
+    """Whether this process holds ``path`` open although the path no longer names it (Linux:
+    the descriptor's link reads ``… (deleted)``); None where that cannot be seen.
+
+    The (device, inode) noted at connect can differ from the file's now without harm: SQLite
+    opens the ``-wal`` with the connection's first transaction, not at connect, and until then
+    holds no lock that keeps the last other connection from deleting it. Only a file we still
+    have open and that is gone from its path loses commits."""
+    try:
+        fds = os.listdir(_FDS)
+    except OSError:
+        return None
+    gone = os.path.realpath(path) + " (deleted)"
+    for fd in fds:
+        try:
+            if os.readlink(f"{_FDS}/{fd}") == gone:
+                return True
+        except OSError:
+            continue
+    return False
