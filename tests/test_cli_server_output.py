@@ -6,6 +6,8 @@ from __future__ import annotations
 from cli_support import run
 from sqlalchemy.engine import make_url
 
+from hermes_store.db import names
+
 
 def test_current_names_the_server_version_and_no_sqlite_journal(pg_store: str) -> None:
     result = run("--db", pg_store, "current")
@@ -18,7 +20,7 @@ def test_stats_names_the_gin_indexes_it_lists(pg_store: str) -> None:
     result = run("--db", pg_store, "stats")
     assert result.exit_code == 0, result.output
     layout = next(line for line in result.stdout.splitlines() if line.startswith("layout"))
-    assert "indexes: none" not in layout and "search" in layout  # the GIN indexes by name
+    assert "indexes: none" not in layout and names.PG_WORD_INDEX in layout  # GIN by name
 
 
 def test_a_refused_login_is_not_an_unreachable_server(pg_store: str) -> None:

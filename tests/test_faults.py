@@ -23,7 +23,7 @@ from sqlalchemy import Engine, event
 
 from hermes_store import SessionDB
 from hermes_store.db import engine as eng
-from hermes_store.db import migrate
+from hermes_store.db import migrate, names
 from hermes_store.errors import StoreFullError, StoreReplacedError
 
 SPAWN = mp.get_context("spawn")
@@ -444,7 +444,8 @@ def test_compact_that_runs_out_of_room_midway_says_what_it_kept(small_disk: Path
 def _fts_backlog(path: Path) -> dict[str, str]:
     con = _connect(path)
     try:
-        return dict(con.execute("SELECT key, value FROM state_meta WHERE key LIKE 'fts_rebuild_%'"))
+        return dict(con.execute("SELECT key, value FROM state_meta WHERE key IN (?, ?)",
+                                (names.BACKFILL_HIGH_WATER, names.BACKFILL_PROGRESS)))
     finally:
         con.close()
 

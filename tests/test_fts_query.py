@@ -763,8 +763,8 @@ def test_snippet_cuts_120_characters_starting_40_before_the_match() -> None:
     assert snippet == "..." + "x" * 40 + ">>>Docker<<<" + "y" * 74 + "..."
 
 
-def test_snippet_takes_the_earliest_occurrence_of_any_term() -> None:
-    assert snippet_from_text(["b then a then b"], ["a", "b"]) == ">>>b<<< then a then b"
+def test_snippet_starts_at_the_earliest_occurrence_and_marks_every_one_in_view() -> None:
+    assert snippet_from_text(["b then a then b"], ["a", "b"]) == ">>>b<<< then >>>a<<< then >>>b<<<"
 
 
 def test_snippet_falls_back_to_tool_name_then_tool_calls() -> None:

@@ -151,6 +151,15 @@ SQL_CALLS = frozenset({"execute", "exec_driver_sql", "executescript", "executema
 # fixed set or a name SQLite itself holds in sqlite_master, never caller input. A new entry
 # needs the same justification; user-supplied values always go in as bound parameters.
 ALLOWED: dict[tuple[str, str, str], str] = {
+    ("repo/index_health.py", "structure_problems", "data"):
+        "an index's shadow table, quoted by _quote (a validated identifier)",
+    ("repo/index_health.py", "structure_problems", "idx"):
+        "an index's shadow table, quoted by _quote (a validated identifier)",
+    ("repo/index_health.py", "structure_problems", "docsize"):
+        "an index's shadow table, quoted by _quote (a validated identifier)",
+    ("repo/index_health.py", "content_problems", "tokenize"):
+        "the tokenize option of our own index, read from its CREATE statement by catalog",
+    ("repo/index_health.py", "content_problems", "name"): "one of the fixed _TEMP_TABLES",
     ("db/engine.py", "_begin", "mode"): "checked against _BEGIN_MODES just before",
     ("db/engine.py", "checkpoint", "mode"): "checked against the four checkpoint modes just before",
     ("ops/stats.py", "_one_session", "where"): "one of the fixed fragments chosen by its callers",

@@ -28,7 +28,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, exc
 
-from hermes_store.db import catalog, migrate, names
+from hermes_store.db import catalog, index_writers, migrate, names
 from hermes_store.db import derived as layout
 from hermes_store.db.catalog import SchemaObject
 from hermes_store.db.engine import is_lock_error, open_engine, run_write
@@ -263,7 +263,7 @@ def _probe_layout(conn: Connection) -> Probe:
 def _probe_foreign(conn: Connection) -> Probe:
     """Triggers of another program writing to our indexes (an agent of another release adds
     its own beside ours): every write then indexes a row twice (docs/mixed-fleets.md)."""
-    return _probe_head_objects(conn, "foreign_triggers", layout.foreign_index_triggers,
+    return _probe_head_objects(conn, "foreign_triggers", index_writers.foreign_index_triggers,
                                found="second writers to the search indexes: ", ok="none",
                                behind="not at head: hermes-store upgrade")
 
@@ -486,7 +486,7 @@ def _fix_in_place(engine: Engine, probes: list[Probe]) -> list[str]:
             conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {_quote(trigger)}")
             actions.append(f"dropped trigger {trigger} (its target table is gone)")
         if migrate.status_of(conn).at_head:
-            for trigger in layout.foreign_index_triggers(conn):
+            for trigger in index_writers.foreign_index_triggers(conn):
                 conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {_quote(trigger)}")
                 actions.append(f"dropped trigger {trigger} (a second writer to a search index)")
         actions.extend(_recreate_layout(conn))

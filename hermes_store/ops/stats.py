@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection, exc, func, select, text
 
-from hermes_store.db import catalog, names
+from hermes_store.db import catalog, index_writers, names
 from hermes_store.db import derived as layout
 from hermes_store.db.engine import fts5_available
 from hermes_store.db.models import ChatSession
@@ -531,7 +531,7 @@ def diagnose(conn: Connection, path: Path, *, full: bool = False,
             "missing, so rows written meanwhile are not searchable until repair restores them: ",
             "every view, index and trigger of ours"))
         findings.append(_layout_drift(
-            "foreign_triggers", layout.foreign_index_triggers(conn),
+            "foreign_triggers", index_writers.foreign_index_triggers(conn),
             "second writers to the search indexes (another program's triggers): ", "none"))
     agent_cjk = _agent_cjk(conn)
     if agent_cjk is not None:

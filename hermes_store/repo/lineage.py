@@ -120,6 +120,15 @@ def refresh_roots(conn: Any, *, max_depth: int = DEFAULT_MAX_DEPTH) -> int:
 # --------------------------------------------------------------------------- plain tree
 
 
+def _root_or_lookup(session_id: Any, root: Any) -> Any:
+    """The lineage root to filter on: the caller's (what a distributed engine routes by), else
+    the session's stored root read in the statement itself."""
+    if root is not None:
+        return root
+    own = sessions.alias("own_root")
+    return select(own.c.root_session_id).where(own.c.id == session_id).scalar_subquery()
+
+
 def _tree_walk(session_id: str, root: str, *, up: bool, max_depth: int) -> Select:
     anchor = select(sessions.c.id, sessions.c.parent_session_id,
                     literal(0).label("depth")).where(sessions.c.root_session_id == root,
@@ -137,14 +146,17 @@ def _tree_walk(session_id: str, root: str, *, up: bool, max_depth: int) -> Selec
             .group_by(walk.c.id, walk.c.parent_session_id).order_by(depth, walk.c.id))
 
 
-def ancestors(session_id: str, *, root: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
-    """``(id, parent_session_id, depth)`` of the session (depth 0) and each ancestor above it."""
-    return _tree_walk(session_id, root, up=True, max_depth=max_depth)
+def ancestors(session_id: str, *, root: Any = None,
+              max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
+    """``(id, parent_session_id, depth)`` of the session (depth 0) and each ancestor above it
+    (``root``: the session's lineage root, read from the row when not given)."""
+    return _tree_walk(session_id, _root_or_lookup(session_id, root), up=True, max_depth=max_depth)
 
 
-def descendants(session_id: str, *, root: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
+def descendants(session_id: str, *, root: Any = None,
+                max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
     """``(id, parent_session_id, depth)`` of the session (depth 0) and everything below it."""
-    return _tree_walk(session_id, root, up=False, max_depth=max_depth)
+    return _tree_walk(session_id, _root_or_lookup(session_id, root), up=False, max_depth=max_depth)
 
 
 @functools.cache
@@ -203,9 +215,10 @@ def continuation_id(parent_id: ColumnElement, parent_ended_at: ColumnElement,
     return func.coalesce(newest_after, newest)
 
 
-def compression_chain(session_id: str, *, root: str,
+def compression_chain(session_id: str, *, root: Any = None,
                       max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
     """``(id, depth)`` of the session (depth 0) and its compression continuations, in order."""
+    root = _root_or_lookup(session_id, root)
     anchor = select(sessions.c.id, sessions.c.end_reason, sessions.c.ended_at,
                     literal(0).label("depth")).where(sessions.c.root_session_id == root,
                                                      sessions.c.id == session_id)
@@ -220,7 +233,7 @@ def compression_chain(session_id: str, *, root: str,
     return select(walk.c.id, walk.c.depth).order_by(walk.c.depth)
 
 
-def compression_tip(session_id: str, *, root: str,
+def compression_tip(session_id: str, *, root: Any = None,
                     max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
     """The one-row ``(id, depth)`` of the chain's tip (the session itself when not compressed)."""
     chain = compression_chain(session_id, root=root, max_depth=max_depth).subquery("chain")
@@ -233,9 +246,10 @@ def tip_of(conn: Any, session_id: str) -> str | None:
     return rows[0].id if rows else None
 
 
-def compression_root(session_id: str, *, root: str,
+def compression_root(session_id: str, *, root: Any = None,
                      max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
     """The one-row ``(id, depth)`` of the first segment of the chain this session belongs to."""
+    root = _root_or_lookup(session_id, root)
     anchor = select(sessions.c.id, sessions.c.parent_session_id,
                     literal(0).label("depth")).where(sessions.c.root_session_id == root,
                                                      sessions.c.id == session_id)

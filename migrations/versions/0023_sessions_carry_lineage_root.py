@@ -44,7 +44,7 @@ WALK = f"""WITH RECURSIVE walk(id, root_id, depth) AS (
 SELECT id, MIN(root_id) FROM walk GROUP BY id"""
 SET_ROOT = "UPDATE sessions SET root_session_id = :root WHERE id = :id"
 OWN_ROOT = "UPDATE sessions SET root_session_id = id WHERE root_session_id IS NULL"
-INDEX = "CREATE INDEX idx_sessions_root ON sessions (root_session_id, parent_session_id)"
+INDEX = "CREATE INDEX IF NOT EXISTS idx_sessions_root ON sessions (root_session_id, parent_session_id)"
 
 _PARENT_ROOT = ("(SELECT COALESCE(p.root_session_id, p.id) FROM sessions AS p "
                 "WHERE p.id = new.parent_session_id)")
