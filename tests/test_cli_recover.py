@@ -262,13 +262,16 @@ def test_allow_partial_salvages_a_truncated_copy(head_db: Path, tmp_path: Path) 
     truncated.write_bytes(data[: len(data) // 2])
     baseline = _forward_readable(truncated, "messages")
     assert 0 < baseline < 2000
+    # Which sessions rows sit in the kept half depends on the page layout (the lineage-root
+    # trigger rewrites each new row); every one a plain forward read still reaches comes back.
+    sessions_readable = _forward_readable(truncated, "sessions")
 
     out = tmp_path / "new.db"
     code, doc = run_json("recover", "--source", str(truncated), "--output", str(out),
                          "--allow-partial")
     assert code == 8, doc
     assert doc["status"] == "partial"
-    assert _count(out, "sessions") == 40
+    assert _count(out, "sessions") >= sessions_readable
     assert _count(out, "messages") >= baseline
     assert doc["skipped_ranges"]
     assert run("--db", str(out), "repair", "--check-only").exit_code == 0
