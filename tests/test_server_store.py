@@ -290,12 +290,14 @@ def _with_statement_timeout(url: str, ms: int) -> str:
     return url + ("&" if "?" in url else "?") + f"options=-c%20statement_timeout%3D{ms}"
 
 
+@pytest.mark.direct_pg  # the URL's startup options: a transaction pooler does not pass them on
 def test_a_statement_timeout_in_the_url_is_store_busy_not_a_driver_error(
         pg_store: str) -> None:
     with pytest.raises(StoreBusyError, match="statement_timeout"):
         SessionDB(_with_statement_timeout(pg_store, 1))
 
 
+@pytest.mark.direct_pg  # the URL's startup options: a transaction pooler does not pass them on
 def test_the_cli_reports_a_statement_timeout_as_busy_in_json_without_a_traceback(
         pg_store: str) -> None:
     code, doc = run_json("--db", _with_statement_timeout(pg_store, 1), "stats")
@@ -304,6 +306,7 @@ def test_the_cli_reports_a_statement_timeout_as_busy_in_json_without_a_traceback
     assert "cannot reach" not in json.dumps(doc)
 
 
+@pytest.mark.direct_pg  # the URL's startup options: a transaction pooler does not pass them on
 def test_a_generous_statement_timeout_in_the_url_is_kept_and_work_goes_on(
         pg_store: str) -> None:
     url = _with_statement_timeout(pg_store, 600_000)
