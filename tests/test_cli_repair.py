@@ -176,8 +176,7 @@ def test_an_index_out_of_step_with_its_table_is_reindexed(store: Path) -> None:
 
 WORD_INDEX = ["hs_fts", "hs_fts_ai", "hs_fts_bd", "hs_fts_bu", "hs_fts_au"]
 CJK_INDEX = ["hs_cjk", "hs_cjk_pending", "hs_fts_cjk", "hs_cjk_ai", "hs_cjk_ad", "hs_cjk_au",
-             "hs_cjk_pending_ai", "hs_cjk_pending_au", "hs_cjk_ad_messages", "hs_cjk_session_au",
-             "hs_cjk_session_bd"]
+             "hs_cjk_pending_ai", "hs_cjk_pending_au", "hs_cjk_ad_messages"]
 # Words, a prefix, a phrase, Chinese and Japanese terms of 1 to 5 characters (every index).
 QUERIES = ("recursive", "recurs*", '"cargo check"', "FnMut", "闭包", "线程", "鍵", "ファイル",
            "署名が適用")
