@@ -31,7 +31,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 WORD, TRIGRAM, CJK = catalog.WORD_FTS, catalog.TRIGRAM_FTS, catalog.CJK_FTS
 # Each query and its hits on the undamaged store: a Latin word, a phrase, two CJK characters
 # (the bigram index) and four (the trigram index).
-UNDAMAGED = {"Rust": 60, '"raise ValueError"': 20, "类型": 3, "闭包": 2, "生命周期": 1}
+UNDAMAGED = {"Rust": 60, '"raise ValueError"': 20, "类型": 9, "闭包": 3, "生命周期": 1}
 
 
 def _shadow(index: str, suffix: str) -> str:
@@ -104,10 +104,14 @@ def test_the_undamaged_store_gives_the_known_counts(store: Path) -> None:
 def test_index_damage_is_an_error_or_the_right_answer_and_repair_restores_every_count(
         store: Path, damage: str) -> None:
     _damage(store, damage)
+    # doctor first: a read-write open may already heal what it finds (lost CJK side rows are
+    # derived again), and the damage must be reported on the store as it was left.
+    code, doc = run_json("--db", str(store), "doctor")
+    assert code == 7
+    assert any(f["status"] == "damage" and f["fix"] == "hermes-store repair"
+               for f in doc["findings"] if f["check"].startswith(("index:", "fts:")))
 
     answers = _answers(store)
-    errors = {q: a for q, a in answers.items() if isinstance(a, StoreDamagedError)}
-    assert errors, "the damage went unnoticed"
     for query, answer in answers.items():
         if isinstance(answer, StoreDamagedError):
             assert isinstance(answer, SearchIndexDamagedError)
@@ -115,11 +119,6 @@ def test_index_damage_is_an_error_or_the_right_answer_and_repair_restores_every_
             assert "hermes-store repair" in str(answer)
         else:
             assert answer == UNDAMAGED[query], f"{query}: fewer hits in silence"
-
-    code, doc = run_json("--db", str(store), "doctor")
-    assert code == 7
-    assert any(f["status"] == "damage" and f["fix"] == "hermes-store repair"
-               for f in doc["findings"] if f["check"].startswith(("index:", "fts:")))
 
     report = recovery.repair_store(store)
     assert report.healthy, report.to_dict()

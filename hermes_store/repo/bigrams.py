@@ -220,12 +220,16 @@ def pending_count(conn: Connection) -> int:
 # mark: derived data lost (docs/search.md#damage). Rows inside the backfill window are the
 # backfill's. Parameters: whether to read each text whole, else how much of its start (the
 # bounded check), where to start (after the newest side row, for the bounded check), how many.
+# The CJK test is in SQL so that the bounded check's LIMIT counts rows holding CJK text: the
+# scope covers every row, and the first rows after the newest side row may hold none.
 _UNCOVERED = (
-    "SELECT s.id, CASE WHEN ? THEN s.text ELSE substr(s.text, 1, ?) END, s.tool_name "
+    "SELECT id, t, tool_name FROM ("
+    "SELECT s.id, CASE WHEN ? THEN s.text ELSE substr(s.text, 1, ?) END AS t, s.tool_name "
     "FROM hs_search_scope AS s "
     "WHERE s.id > ? AND NOT EXISTS (SELECT 1 FROM hs_cjk AS c WHERE c.id = s.id) "
     "AND NOT EXISTS (SELECT 1 FROM hs_cjk_pending AS p WHERE p.id = s.id) "
-    f"AND NOT {catalog.in_backfill_window('s.id')} ORDER BY s.id LIMIT ?"
+    f"AND NOT {catalog.in_backfill_window('s.id')}) "
+    f"WHERE t GLOB '*[{CJK_CLASS}]*' OR tool_name GLOB '*[{CJK_CLASS}]*' ORDER BY id LIMIT ?"
 )
 _NEWEST_SIDE_ROW = "SELECT COALESCE(max(id), 0) FROM hs_cjk"
 BOUNDED_CHECK_CHARS = 1000
