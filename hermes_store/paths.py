@@ -237,11 +237,11 @@ def open_problem(path: Path, *, write: bool,
     if not os.access(path, os.R_OK):
         return StoreUnopenableError(f"{path}: permission denied (this user may not read it)",
                                     reason="permission")
-    if not header:  # the caller's process has the file open already (see db.engine)
-        return None
+    head = b""
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(len(SQLITE_HEADER))
+        if header:  # not when the caller's process has the file open already (see db.engine)
+            with open(path, "rb") as fh:
+                head = fh.read(len(SQLITE_HEADER))
     except IsADirectoryError:  # pragma: no cover - raced with the check above
         head = b""
     except PermissionError:
