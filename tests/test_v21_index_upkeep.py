@@ -48,7 +48,7 @@ def test_both_indexes_are_merged_and_counted(db: SessionDB) -> None:
     assert _segments(db.db_path, "hs_fts") > 1
     assert db.optimize_fts() == 2
     assert _segments(db.db_path, "hs_fts") == 1
-    assert _segments(db.db_path, "hs_fts_trigram") == 1
+    assert _segments(db.db_path, "hs_fts_trigram") <= 1  # holds CJK rows only: may be empty
     assert _segments(db.db_path, "hs_fts_cjk") <= 1  # merged, not counted
     assert [m["id"] for m in db.search_messages("lemur", limit=50)] == before
     assert db.optimize_fts() == 2  # repeatable
