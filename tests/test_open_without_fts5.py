@@ -183,7 +183,7 @@ class _RefusingFts5:
 
 
 class _Cursor(_RefusingFts5, sqlite3.Cursor):
-    pass
+    """A cursor that refuses FTS5 statements as the connection does."""
 
 
 class _Connection(_RefusingFts5, sqlite3.Connection):

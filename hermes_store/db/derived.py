@@ -282,7 +282,7 @@ END"""
 
 @dataclass(frozen=True)
 class LayoutObject:
-    """One schema object: its ``sqlite_master`` type and name, and the statement creating it."""
+    """One schema object: its catalog type and name, and the statement creating it."""
 
     type: str
     name: str

@@ -519,7 +519,7 @@ def _salvage(copy: Path, out_path: Path, report: RecoveryReport, chunk: int, all
 def _damaged_schema(src: sqlite3.Connection, report: RecoveryReport, err: Exception,
                     allowed: bool) -> dict[str, str] | None:
     """The tables of a file whose schema does not parse (a truncated copy loses the pages
-    that later DDL added to ``sqlite_master``). ``writable_schema`` makes SQLite skip the
+    that later DDL added to the catalog). ``writable_schema`` makes SQLite skip the
     entries it cannot read, so the tables whose own entries survive stay reachable; only on
     the scratch copy, and nothing is ever written to it."""
     try:

@@ -1,13 +1,13 @@
 """``repair``: probe a store for damage, back it up, fix what can be fixed in place, probe again.
 
-The probes tell "fresh" from "broken" by reading ``sqlite_master`` first, check each search
+The probes tell "fresh" from "broken" by asking ``db.catalog`` first, check each search
 index for what FTS5 itself misses (``repo.index_health``), and include a write
 through the triggers that is always rolled back: damage that leaves reads working (a trigger
 that outlived its FTS table, a malformed index) only shows up on write (docs/lessons.md#damage).
 No ORM session is used: the models may not even map onto a damaged file.
 
 Fixes run only after the store and its sidecars were copied to a timestamped backup, in this
-order: schema surgery on duplicate ``sqlite_master`` rows (nothing else can run while they
+order: schema surgery on duplicate catalog rows (``db.catalog``) (nothing else can run while they
 exist), search indexes FTS5 refuses to load taken out of the catalog (FTS5 cannot drop them),
 orphan FTS5 shadow tables, triggers writing to tables that are gone, derived objects of
 the head layout that are missing (``layout.recreate_missing``: views, indexes, side tables,

@@ -3,7 +3,7 @@
 
 These work on a raw ``sqlite3`` connection, not the engine: the schema they look at may not
 even parse, and every pooled connection would have cached it. The probe tells "fresh" from
-"broken" by what ``sqlite_master`` holds, and writes through the index triggers inside a
+"broken" by what the catalog holds (``db.catalog``), and writes through the index triggers inside a
 transaction it always rolls back (an index that rejects writes while reads pass shows only
 then; docs/lessons.md#damage). A lock is reported and never repaired: it is
 not damage.
@@ -136,7 +136,7 @@ def _rebuild_fts(path: Path) -> None:
 def _refill(con: sqlite3.Connection, name: str) -> None:
     if name not in _REFILL:
         raise sqlite3.DatabaseError(f"{name} cannot be rebuilt")
-    columns = ", ".join(_quote(r[1]) for r in con.execute(f"PRAGMA table_info({_quote(name)})"))
+    columns = ", ".join(_quote(c.name) for c in catalog.columns(con, name))
     con.execute(f"INSERT INTO {_quote(name)}({_quote(name)}) VALUES ('delete-all')")
     con.execute(f"INSERT INTO {_quote(name)}(rowid, {columns}) {_REFILL[name]}")
 

@@ -172,7 +172,7 @@ def space_usage(conn: Connection, page_size: int, page_count: int) -> Space:
     shadow_of = {s: t for t in catalog.fts5_in(found) for s in catalog.shadow_tables(t)}
     items: list[SpaceItem] = []
     for name, size in rows:
-        kind, table = master.get(name, ("table", name))  # sqlite_schema is not listed in itself
+        kind, table = master.get(name, ("table", name))  # the catalog does not list itself
         owner = shadow_of.get(name) or shadow_of.get(table)
         if owner is not None:
             kind, table = "fts", owner
