@@ -32,10 +32,12 @@ from hermes_store.facade import (
     handoff,
     history,
     importing,
+    lineage_export,
+    lookup,
     opening,
-    other,
     topics,
     upkeep,
+    workspace,
 )
 from hermes_store.facade import listing as facade_listing
 from hermes_store.facade import messages as facade_messages
@@ -485,17 +487,21 @@ class SessionDB:
     list_recent_user_messages = history.list_recent_user_messages
     has_platform_message_id = history.has_platform_message_id
 
-    # other (facade/other.py)
-    resolve_resume_session_id = other.resolve_resume_session_id
-    search_sessions_by_id = other.search_sessions_by_id
-    list_cron_job_runs = other.list_cron_job_runs
-    distinct_session_cwds = other.distinct_session_cwds
-    backfill_repo_roots = other.backfill_repo_roots
-    update_session_cwd = other.update_session_cwd
-    update_session_model = other.update_session_model
-    update_session_billing_route = other.update_session_billing_route
-    update_session_meta = other.update_session_meta
-    export_session_lineage = other.export_session_lineage
+    # finding a session (facade/lookup.py)
+    resolve_resume_session_id = lookup.resolve_resume_session_id
+    search_sessions_by_id = lookup.search_sessions_by_id
+    list_cron_job_runs = lookup.list_cron_job_runs
+
+    # what a session ran in and with (facade/workspace.py)
+    distinct_session_cwds = workspace.distinct_session_cwds
+    backfill_repo_roots = workspace.backfill_repo_roots
+    update_session_cwd = workspace.update_session_cwd
+    update_session_model = workspace.update_session_model
+    update_session_billing_route = workspace.update_session_billing_route
+    update_session_meta = workspace.update_session_meta
+
+    # a compressed conversation as one document (facade/lineage_export.py)
+    export_session_lineage = lineage_export.export_session_lineage
 
     # Telegram DM topic mode (facade/topics.py)
     apply_telegram_topic_migration = topics.apply_telegram_topic_migration
