@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_store.db import catalog
+from hermes_store.db import catalog, names
 from hermes_store.db import derived as layout
 from hermes_store.db.engine import open_engine, reading
 
@@ -144,3 +144,23 @@ def test_a_plain_sqlite3_connection_gets_the_same_answers(head_db: Path) -> None
             head_db, lambda c: catalog.columns(c, "sessions"))
     finally:
         con.close()
+
+
+def test_a_sqlite_table_declares_its_columns_and_foreign_keys(head_db: Path) -> None:
+    _execute(head_db, 'CREATE TABLE "odd""kids" (id INTEGER PRIMARY KEY, '
+             "session_id TEXT NOT NULL DEFAULT 'x' REFERENCES sessions(id) ON DELETE CASCADE, "
+             "note TEXT)")
+    cols = _read(head_db, lambda c: catalog.column_definitions(c, 'odd"kids'))
+    assert cols == [catalog.ColumnDefinition("id", "INTEGER", False, None),
+                    catalog.ColumnDefinition("session_id", "TEXT", True, "'x'"),
+                    catalog.ColumnDefinition("note", "TEXT", False, None)]
+    keys = _read(head_db, lambda c: catalog.foreign_keys(c, 'odd"kids'))
+    assert keys == [catalog.ForeignKey("sessions", "session_id", "CASCADE")]
+    assert _read(head_db, lambda c: catalog.foreign_keys(c, "state_meta")) == []
+    assert _read(head_db, lambda c: catalog.column_definitions(c, "no_such_table")) == []
+
+
+def test_a_server_lists_its_gin_search_indexes_and_no_other(pg_store: str) -> None:
+    found = _read(pg_store, catalog.gin_indexes)
+    assert {names.PG_WORD_INDEX, names.PG_TRIGRAM_INDEX, names.PG_CJK_INDEX} <= set(found)
+    assert found == sorted(found) and "idx_messages_session" not in found

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, MetaData, Table, inspect
+from sqlalchemy import Connection, MetaData, Table, inspect, text
 from sqlalchemy.exc import SAWarning
 
 from hermes_store.db import names
@@ -76,6 +76,8 @@ _TABLE_DEFINITIONS = "SELECT name, sql FROM sqlite_master WHERE type = 'table'"
 _TRIGGERS = "SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"
 # The table-valued form binds the name: no identifier is ever spliced into the text.
 _COLUMNS = "SELECT name, type FROM pragma_table_info(?)"
+_COLUMN_DEFINITIONS = 'SELECT name, type, "notnull", dflt_value FROM pragma_table_info(?)'
+_FOREIGN_KEYS = 'SELECT "table", "from", on_delete FROM pragma_foreign_key_list(?)'
 _WINDOW = f"SELECT lo, hi FROM {BACKFILL_WINDOW_VIEW}"
 _FTS5_SQL = re.compile(r"^\s*CREATE\s+VIRTUAL\s+TABLE\b.*\bUSING\s+fts5\b",
                        re.IGNORECASE | re.DOTALL)
@@ -93,6 +95,23 @@ class SchemaObject(NamedTuple):
 class Column(NamedTuple):
     name: str
     type: str
+
+
+class ColumnDefinition(NamedTuple):
+    """A SQLite column as declared: ``default`` is the default's SQL text, ``None`` if none."""
+
+    name: str
+    type: str
+    not_null: bool
+    default: str | None
+
+
+class ForeignKey(NamedTuple):
+    """One column of a SQLite foreign key: ``column`` of this table refers to ``table``."""
+
+    table: str
+    column: str
+    on_delete: str
 
 
 def _rows(conn: Reader, sql: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -188,6 +207,17 @@ def columns(conn: Reader, table: str) -> list[Column]:
             return []
         return [Column(c["name"], str(c["type"])) for c in inspect(conn).get_columns(table)]
     return [Column(r[0], r[1] or "") for r in _rows(conn, _COLUMNS, (table,))]
+
+
+def column_definitions(conn: Reader, table: str) -> list[ColumnDefinition]:
+    """The columns of SQLite ``table`` in order, as declared (what a rebuild must carry over)."""
+    return [ColumnDefinition(r[0], r[1] or "", bool(r[2]), r[3])
+            for r in _rows(conn, _COLUMN_DEFINITIONS, (table,))]
+
+
+def foreign_keys(conn: Reader, table: str) -> list[ForeignKey]:
+    """The foreign-key columns of SQLite ``table`` (``[]`` if it has none or does not exist)."""
+    return [ForeignKey(r[0], r[1], r[2]) for r in _rows(conn, _FOREIGN_KEYS, (table,))]
 
 
 # --------------------------------------------------------------------------- reflection
@@ -385,6 +415,9 @@ JOIN pg_namespace AS n ON n.oid = t.relnamespace AND n.nspname = current_schema(
 WHERE NOT (i.indisvalid AND i.indisready) AND t.relname = ANY(%s)
 ORDER BY c.relname"""
 _PG_EXTENSION_AVAILABLE = "SELECT 1 FROM pg_available_extensions WHERE name = %s"
+# Read through text(), which escapes the LIKE pattern's % for the driver's paramstyle.
+_PG_GIN_INDEXES = text("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+                       "AND indexdef LIKE '%USING gin%' ORDER BY indexname")
 
 
 class RelationSize(NamedTuple):
@@ -414,6 +447,11 @@ def broken_indexes(conn: Connection, tables: Sequence[str]) -> list[tuple[str, s
 
 def extension_available(conn: Connection, name: str) -> bool:
     return bool(_rows(conn, _PG_EXTENSION_AVAILABLE, (name,)))
+
+
+def gin_indexes(conn: Connection) -> list[str]:
+    """Names of the current schema's GIN indexes, sorted (a server's search indexes)."""
+    return [str(r[0]) for r in conn.execute(_PG_GIN_INDEXES)]
 
 
 # --------------------------------------------------------------------------- SQLite: FTS5 tables

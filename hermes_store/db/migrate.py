@@ -437,7 +437,7 @@ _schema_version = sa.table("schema_version", sa.column("version", sa.Integer))
 
 def agent_schema_version(conn: Connection) -> int | None:
     """The agent's ``schema_version``; None when the table is missing or empty."""
-    if "schema_version" not in sa.inspect(conn).get_table_names():
+    if not catalog.has_table(conn, "schema_version"):
         return None
     value = conn.execute(sa.select(sa.func.max(_schema_version.c.version))).scalar()
     return int(value) if value is not None else None
@@ -445,7 +445,7 @@ def agent_schema_version(conn: Connection) -> int | None:
 
 def stamp_agent_version(conn: Connection) -> bool:
     """Leave ``schema_version`` at ``AGENT_SCHEMA_VERSION`` or above; True when it was written."""
-    if "schema_version" not in sa.inspect(conn).get_table_names():
+    if not catalog.has_table(conn, "schema_version"):
         conn.execute(sa.text("CREATE TABLE schema_version (version INTEGER NOT NULL)"))
     current = agent_schema_version(conn)
     if current is None:

@@ -49,8 +49,9 @@ import threading
 import time
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, exc, inspect, text
+from sqlalchemy import Connection, Engine, create_engine, event, exc, text
 
+from hermes_store.db import catalog
 from hermes_store.db.dialect import NUL_ESCAPE, escape_nul, unescape_nul
 from hermes_store.errors import (
     BackendNotSupportedError,
@@ -398,8 +399,7 @@ _WIDEN_VERSION = "ALTER TABLE alembic_version ALTER COLUMN version_num TYPE VARC
 def prepare_version_table(conn: Connection) -> None:
     """Leave ``alembic_version`` able to hold any of our revision ids."""
     conn.execute(text(_VERSION_TABLE))
-    column = next(c for c in inspect(conn).get_columns("alembic_version")
-                  if c["name"] == "version_num")
+    column = catalog.column_details(conn, "alembic_version")["version_num"]
     length = getattr(column["type"], "length", None)
     if length is not None and length < 255:
         conn.execute(text(_WIDEN_VERSION))

@@ -19,8 +19,9 @@ from __future__ import annotations
 import logging
 import re
 
-from sqlalchemy import Connection, inspect
+from sqlalchemy import Connection
 
+from hermes_store.db import catalog
 from hermes_store.db.models import TelegramTopicBinding, TelegramTopicMode
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ MODE = TelegramTopicMode.__table__
 BINDINGS = TelegramTopicBinding.__table__
 BINDINGS_NAME = BINDINGS.name
 _REBUILD = "telegram_dm_topic_bindings_rebuild"
-# What a rebuild copies from the old table's own description (PRAGMA table_info): plain names,
+# What a rebuild copies from the old table's own description (catalog.column_definitions): names,
 # declared types, and literal defaults; anything else is refused or left out, never spliced.
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TYPE = re.compile(r"[A-Za-z ()0-9,]*")
@@ -90,7 +91,7 @@ def _literal(value: str) -> str:
 
 
 def has_table(conn: Connection, name: str) -> bool:
-    return inspect(conn).has_table(name)
+    return catalog.has_table(conn, name)
 
 
 def present(conn: Connection) -> bool:
@@ -120,9 +121,9 @@ def bindings_cascade(conn: Connection) -> bool:
     """Whether the bindings' key to ``sessions`` deletes along (always so off SQLite)."""
     if conn.dialect.name != "sqlite":
         return True
-    keys = conn.exec_driver_sql(f"PRAGMA foreign_key_list({BINDINGS_NAME})").mappings().all()
-    to_sessions = [k for k in keys if k["table"] == "sessions" and k["from"] == "session_id"]
-    return bool(to_sessions) and all(k["on_delete"].upper() == "CASCADE" for k in to_sessions)
+    keys = catalog.foreign_keys(conn, BINDINGS_NAME)
+    to_sessions = [k for k in keys if k.table == "sessions" and k.column == "session_id"]
+    return bool(to_sessions) and all(k.on_delete.upper() == "CASCADE" for k in to_sessions)
 
 
 def rebuild_bindings(conn: Connection) -> int:
@@ -132,22 +133,22 @@ def rebuild_bindings(conn: Connection) -> int:
     Such a row cannot exist while foreign keys are enforced, but a file written with them off
     may hold one, and the new key would refuse it; the cascade would have removed it anyway.
     """
-    old = conn.exec_driver_sql(f"PRAGMA table_info({BINDINGS_NAME})").mappings().all()
+    old = catalog.column_definitions(conn, BINDINGS_NAME)
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS {_REBUILD}")
     conn.exec_driver_sql(_bindings_ddl(_REBUILD))
     known = {c.name for c in BINDINGS.columns}
     for col in old:
-        if col["name"] in known:
+        if col.name in known:
             continue
-        default = col["dflt_value"]
+        default = col.default
         # SQLite adds a NOT NULL column only with a default; an expression default is left
         # out (the rows keep their values, new rows get NULL).
-        not_null = " NOT NULL" if col["notnull"] else ""
+        not_null = " NOT NULL" if col.not_null else ""
         tail = (f"{not_null} DEFAULT {_literal(default)}"
                 if default is not None and _LITERAL.fullmatch(default) else "")
-        decl = f"{_name(col['name'])} {_declared_type(col['type'])}{tail}"
+        decl = f"{_name(col.name)} {_declared_type(col.type)}{tail}"
         conn.exec_driver_sql(f"ALTER TABLE {_REBUILD} ADD COLUMN {decl}")
-    names = ", ".join(_name(c["name"]) for c in old)
+    names = ", ".join(_name(c.name) for c in old)
     orphans = conn.exec_driver_sql(
         f"SELECT count(*) FROM {BINDINGS_NAME} WHERE session_id NOT IN (SELECT id FROM sessions)"
     ).scalar() or 0

@@ -56,9 +56,7 @@ def collect(conn: Connection, display: str) -> StoreStats:
 
 def _search_indexes(conn: Connection) -> list[str]:
     """The GIN indexes search reads (a server's counterpart of the FTS5 tables)."""
-    return [str(r[0]) for r in conn.execute(text(
-        "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
-        "AND indexdef LIKE '%USING gin%' ORDER BY indexname"))]
+    return catalog.gin_indexes(conn)
 
 
 def compact(engine: Engine) -> CompactResult:

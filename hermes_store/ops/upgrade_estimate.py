@@ -23,6 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
+from hermes_store.db import catalog
 from hermes_store.db.models import Message
 
 # Measured: a 6,358-message v9 store (6.0 MB of text, 7.8 MB read by the indexes) took 5.1 s
@@ -84,8 +85,7 @@ def _text_read(conn: Connection) -> tuple[int, int]:
 
 def estimate(conn: Connection, pending: list[str]) -> UpgradeEstimate:
     """The cost of applying ``pending`` to the store behind ``conn`` (reads only)."""
-    tables = set(sa.inspect(conn).get_table_names())
-    count, text = _text_read(conn) if "messages" in tables else (0, 0)
+    count, text = _text_read(conn) if catalog.has_table(conn, "messages") else (0, 0)
     index_seconds = text / 1e6 * SECONDS_PER_MB
     index_bytes = int(text * INDEX_BYTES_PER_TEXT_BYTE)
     indexing = bool(INDEXING_REVISIONS.intersection(pending))
