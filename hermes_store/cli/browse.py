@@ -38,7 +38,8 @@ SHOW_KEYS = ("id", "session_id", "role", "timestamp", "tool_name", "tool_call_id
              "content", "tool_calls")
 NARROW = 80  # below this many columns, times print as their age alone ("2h ago")
 LIST_COLUMNS = (formats.Column("title", 12), formats.Column("workspace", 8),
-                formats.Column("last active"), formats.Column("source", 6), formats.Column("id"))
+                formats.Column("last active"), formats.Column("source", 6),
+                formats.Column("id", own_line=True))
 
 
 # --------------------------------------------------------------------------- list
@@ -376,13 +377,18 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
                 say(line)
             return
         con = out_console()
-        short = formats.terminal_width() < NARROW
+        width = formats.terminal_width()
+        short = width < NARROW
         for sid, group in groups.items():
             row = meta[sid]
-            label = " \\[archived]" if row.get("archived") else ""
-            con.print(f"[bold]{escape(row.get('title') or '(untitled)')}[/bold]{label}")
-            con.print(f"  {sid}  {source_label(row)}  last active "
-                      f"{when(row.get('last_active'), short=short)}", markup=False)
+            label = " [archived]" if row.get("archived") else ""
+            title = formats.cut(visible(row.get("title") or "(untitled)"), width - len(label))
+            con.print(f"[bold]{escape(title)}[/bold]{escape(label)}")
+            about = f"{source_label(row)}  last active {when(row.get('last_active'), short=short)}"
+            # The id stays whole (it is what `show` takes): on a narrow terminal, its own line.
+            for line in ([f"  {sid}  {about}"] if len(sid) + len(about) + 4 <= width
+                         else [f"  {sid}", f"  {formats.cut(about, width - 2)}"]):
+                con.print(line, markup=False)
             for h in group:
                 head = f"    {h['role']:<9} {when(h.get('timestamp'), short=short)}  "
                 con.print(_snippet_line(head, " ".join(str(h.get("snippet") or "").split()),
