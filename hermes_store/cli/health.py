@@ -287,7 +287,9 @@ def optimize_storage(obj: Ctx, no_vacuum: bool, force: bool, yes: bool) -> None:
     holders = ensure_not_held(obj.db, force=force, what="optimize-storage")
     for pid, cmd in holders:
         obj.note(f"warning: --force: pid {pid} ({cmd}) holds the store")
-    store_bytes = obj.db.stat().st_size
+    # The size announced here is measured as the result's "before" is (file plus WAL), so the
+    # two figures a user compares are the same quantity.
+    store_bytes = storage.file_bytes(obj.db)
     need = int(store_bytes * (NO_VACUUM_SHARE if no_vacuum else 1.0))
     require_free_space(obj.db.parent, need, "optimize-storage")
     if store_bytes > ASK_ABOVE_BYTES:
