@@ -20,10 +20,7 @@ import sqlite3
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
-
-from sqlalchemy import Connection, MetaData, Table, inspect
-from sqlalchemy.exc import SAWarning
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hermes_store.db import names
 
@@ -65,7 +62,18 @@ def is_ours(name: str | None) -> bool:
     """Whether ``name`` is one of our derived objects (never one of the agent's)."""
     return names.is_ours(name)
 
-Reader = Connection | sqlite3.Connection
+if TYPE_CHECKING:  # SQLAlchemy loads when a server or a reflection asks (inspect below): a
+    # file's reading commands answer these questions through db.raw without it
+    from sqlalchemy import Connection, Table
+
+    Reader = Connection | sqlite3.Connection
+
+
+def inspect(conn: Any) -> Any:
+    """SQLAlchemy's inspector for ``conn``."""
+    from sqlalchemy import inspect as inspector
+
+    return inspector(conn)
 
 _OBJECTS = "SELECT type, name, tbl_name, sql FROM sqlite_master"
 _TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
@@ -217,6 +225,8 @@ def reflecting() -> Iterator[None]:
     """Reflection without the expression-index warning (for callers that reflect through
     SQLAlchemy or Alembic themselves)."""
     with warnings.catch_warnings():
+        from sqlalchemy.exc import SAWarning
+
         warnings.filterwarnings("ignore", message=_EXPRESSION_INDEX, category=SAWarning)
         yield
 
@@ -224,6 +234,8 @@ def reflecting() -> Iterator[None]:
 def reflect(conn: Connection, table: str) -> Table:
     """``table`` as a Core table of its own metadata, read from the catalog."""
     with reflecting():
+        from sqlalchemy import MetaData, Table
+
         return Table(table, MetaData(), autoload_with=conn)
 
 

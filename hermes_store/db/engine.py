@@ -226,6 +226,13 @@ def open_engine(target: str | os.PathLike[str] | StoreLocation, *,
     return engine
 
 
+def holds(path: str | os.PathLike[str]) -> bool:
+    """Whether this process has an engine open on the store file at ``path``."""
+    key = str(Path(path).resolve())
+    with _registry_lock:
+        return any(k[0] == key for k in _engines)
+
+
 def is_server(engine: Engine) -> bool:
     """True for a database server (PostgreSQL), False for a SQLite file."""
     return engine.dialect.name != "sqlite"

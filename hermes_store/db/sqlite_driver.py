@@ -87,6 +87,13 @@ def agent_tokenizer_error(detail: object) -> AgentTokenizerError:
         "library). Reads and searches keep working.")
 
 
+def driver_errors() -> tuple[type[BaseException], ...]:
+    """What a failed statement raises: ``sqlite3``'s classes on a stdlib connection (db.raw),
+    SQLAlchemy's wrapper once SQLAlchemy is loaded (it cannot be raised before)."""
+    exc = sys.modules.get("sqlalchemy.exc")
+    return (sqlite3.Error,) if exc is None else (sqlite3.Error, exc.DBAPIError)
+
+
 def _sqlite_error(err: BaseException) -> BaseException:
     """The DB-API exception behind a SQLAlchemy wrapper (or the error itself)."""
     # Read without importing SQLAlchemy (the reading commands' stdlib path never loads it):
