@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -69,12 +70,20 @@ class RawConnection:
         return RawResult(self.connection.driver_connection.execute(statement, parameters))
 
 
+def held(path: str | Path) -> bool:
+    """Whether an engine of this process has the file open (db.engine loaded and holding it)."""
+    engine = sys.modules.get("hermes_store.db.engine")
+    return engine is not None and engine.holds(path)
+
+
 @contextlib.contextmanager
 def reading(path: str | Path) -> Iterator[RawConnection]:
     """A read transaction on the store file at ``path`` (one snapshot), errors as the
     engines report them (``unwrap``: damage and unopenable files name their cause)."""
     p = Path(path)
-    if (problem := open_problem(p, write=False)) is not None:
+    # The header check opens and closes a descriptor, which drops this process's POSIX locks
+    # on the file: skipped when an engine of this process holds it (as open_engine does).
+    if (problem := open_problem(p, write=False, header=not held(p))) is not None:
         raise problem  # missing, a directory, unreadable, not SQLite
     resolved = str(p.resolve())
     dbapi = connection_policy.connect(resolved, readonly=True)

@@ -76,9 +76,9 @@ def status(target: Target = None) -> SchemaStatus:
         location = resolve_location(target)
         if location.path is not None and not location.path.exists():
             return SchemaStatus("missing", None, revisions.head())
-        if location.path is not None and not _held(location.path):
-            from hermes_store.db import raw
+        from hermes_store.db import raw
 
+        if location.path is not None and not raw.held(location.path):
             with raw.reading(location.path) as conn:
                 return status_of(conn)  # type: ignore[arg-type]
         from hermes_store.db.engine import open_engine
@@ -93,13 +93,6 @@ def status(target: Target = None) -> SchemaStatus:
 def _is_engine(target: Any) -> bool:
     sa = sys.modules.get("sqlalchemy")  # not loaded: nothing can be an Engine
     return sa is not None and isinstance(target, sa.Engine)
-
-
-def _held(path: os.PathLike[str]) -> bool:
-    """Whether an engine of this process has the file open (its locks must not be dropped by
-    another descriptor's close: then the read goes through the engines)."""
-    engine = sys.modules.get("hermes_store.db.engine")
-    return engine is not None and engine.holds(path)
 
 
 def current(target: Target = None) -> str | None:
