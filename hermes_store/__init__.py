@@ -5,9 +5,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from hermes_store.version import __version__
-
 if TYPE_CHECKING:
+    from hermes_store.version import __version__
     from hermes_store.db.engine import open_engine
     from hermes_store.db.models import Base, ChatSession, Message, StateMeta
     from hermes_store.errors import HermesStoreError
@@ -21,7 +20,9 @@ __all__ = ["Base", "ChatSession", "HermesStoreError", "Message", "SessionDB", "S
 _HOMES = {"Base": "hermes_store.db.models", "ChatSession": "hermes_store.db.models",
           "Message": "hermes_store.db.models", "StateMeta": "hermes_store.db.models",
           "HermesStoreError": "hermes_store.errors", "SessionDB": "hermes_store.facade",
-          "open_engine": "hermes_store.db.engine"}
+          "open_engine": "hermes_store.db.engine",
+          # read from the distribution's metadata, which costs a reading command a fifth
+          "__version__": "hermes_store.version"}
 
 
 def __getattr__(name: str) -> Any:

@@ -139,3 +139,18 @@ def test_an_interrupted_run_exits_130_and_the_next_run_finishes(
     assert code == 0 and 0 < doc["rows_backfilled"] < ROWS
     with reading(open_engine(pending)) as conn:
         assert maintenance.backfill_window(conn) is None
+
+
+def test_the_size_announced_before_is_the_size_reported_as_before(pending: Path,
+                                                                     monkeypatch) -> None:
+    """The only figure printed before the run (the store's size, above the question's
+    threshold) is measured as the result's "before" is, file plus WAL, so "the store is X"
+    and "reclaimed Y (X -> Z)" speak of the same quantity."""
+    from hermes_store.cli.render import size
+
+    monkeypatch.setattr(health, "ASK_ABOVE_BYTES", 0)
+    before = maintenance.file_bytes(pending)
+    result = run("--db", str(pending), "optimize-storage", "--yes")
+    assert result.exit_code == 0, result.output
+    assert f"the store is {size(before)};" in result.stderr
+    assert f"({size(before)} -> " in result.stdout

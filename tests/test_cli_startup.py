@@ -1,6 +1,8 @@
 """Reading commands do not load the migration machinery: Alembic is imported only to migrate
-(the schema state comes from the scripts' text, db.schema_state). Timing itself is
-benchmarks/bench_startup.py's."""
+(the schema state comes from the scripts' text, db.schema_state). ``search`` on a store file
+loads no SQLAlchemy at all: it reads through db.raw, by the connection policy the engines use,
+and its session reads are the repo's statements compiled once (repo.prepared_reads). Timing
+itself is benchmarks/bench_startup.py's."""
 
 from __future__ import annotations
 
@@ -18,17 +20,62 @@ try:
     main(sys.argv[1:])
 except SystemExit as done:
     code = done.code
-print("\\nALEMBIC" if "alembic" in sys.modules else "\\nNO-ALEMBIC", code)
+loaded = [m for m in ("alembic", "sqlalchemy", "sqlalchemy.orm") if m in sys.modules]
+print("\\nLOADED", ",".join(loaded) or "-", code)
 """
+
+
+def _loaded(db: Path, *args: str) -> tuple[set[str], object]:
+    done = subprocess.run([sys.executable, "-c", _PROBE, "--db", str(db), *args],
+                          capture_output=True, text=True, timeout=120, check=False)
+    _, names, code = done.stdout.splitlines()[-1].split()
+    return set(names.split(",")) - {"-"}, (done.stdout + done.stderr, code)
 
 
 @pytest.mark.parametrize("args", [["search", "hello"], ["list"], ["stats"], ["current"],
                                   ["show", "2026"]], ids=lambda a: a[0])
 def test_a_reading_command_never_imports_alembic(head_db: Path, args: list[str]) -> None:
     make_session(head_db, "20260801_120000_aaaa11", texts=("hello there",))
-    done = subprocess.run([sys.executable, "-c", _PROBE, "--db", str(head_db), *args],
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.stdout.splitlines()[-1] == "NO-ALEMBIC 0", done.stdout + done.stderr
+    loaded, (output, code) = _loaded(head_db, *args)
+    assert code == "0" and "alembic" not in loaded, output
+
+
+@pytest.mark.parametrize("args", [["search", "hello"], ["search", "hello", "--limit", "1"],
+                                  ["--json", "search", "hello", "--source", "cli"]],
+                         ids=lambda a: " ".join(a))
+def test_searching_a_file_imports_no_sqlalchemy(head_db: Path, args: list[str]) -> None:
+    make_session(head_db, "20260801_120000_aaaa11", texts=("hello there", "hello again"))
+    loaded, (output, code) = _loaded(head_db, *args)
+    assert code == "0" and not loaded, output
+
+
+def test_the_prepared_session_reads_are_what_the_statements_compile_to() -> None:
+    """Regenerate with ``python -m hermes_store.repo.prepared_build`` when this fails."""
+    from hermes_store.repo import prepared_build, prepared_reads
+
+    text = Path(prepared_reads.__file__).read_text()
+    assert prepared_build.block() in text
+
+
+def test_the_prepared_session_reads_give_the_repo_rows(head_db: Path) -> None:
+    from hermes_store.db import raw
+    from hermes_store.db.engine import open_engine, reading
+    from hermes_store.repo import listing, prepared_reads
+
+    root = make_session(head_db, "20260801_120000_aaaa11", end_reason="compression",
+                        title="root", texts=("one",))
+    tip = make_session(head_db, "20260801_130000_bbbb22", parent=root, age_days=0.5,
+                       texts=("two",))
+    alone = make_session(head_db, "20260801_140000_cccc33", ended=False, texts=())
+    ids = [root, tip, alone, "no-such-session"]
+    with reading(open_engine(head_db, readonly=True)) as conn:
+        expected = [listing.session_with_activity(conn, sid) for sid in ids]
+        through_engine = [prepared_reads.session_with_activity(conn, sid) for sid in ids]
+    with raw.reading(head_db) as conn:
+        through_stdlib = [prepared_reads.session_with_activity(conn, sid) for sid in ids]
+    assert expected[0]["lineage_tip_id"] == tip
+    assert through_engine == expected
+    assert through_stdlib == expected
 
 
 def test_the_state_read_without_alembic_names_the_pending_revisions(legacy_db) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from hermes_store import SessionDB
 from hermes_store.compat import apply_wal_with_fallback
-from hermes_store.db import engine as engine_mod
+from hermes_store.db import connection_policy as policy
 
 
 class Refusing(sqlite3.Connection):
@@ -49,9 +49,9 @@ def _mode(path: Path) -> str:
 
 @pytest.fixture(autouse=True)
 def _fresh_warnings() -> Iterator[None]:
-    engine_mod._wal_warned.clear()
+    policy._wal_warned.clear()
     yield
-    engine_mod._wal_warned.clear()
+    policy._wal_warned.clear()
 
 
 def test_a_new_file_goes_to_wal(tmp_path: Path) -> None:
@@ -125,7 +125,7 @@ def test_the_store_opens_through_the_same_policy(tmp_path: Path) -> None:
 @pytest.mark.parametrize("already_wal", [False, True])
 def test_on_macos_both_wal_paths_ask_for_full_fsync(tmp_path: Path, monkeypatch,
                                                      already_wal: bool) -> None:
-    monkeypatch.setattr(engine_mod.sys, "platform", "darwin")
+    monkeypatch.setattr(policy.sys, "platform", "darwin")
     path = tmp_path / "a.db"
     if already_wal:
         sqlite3.connect(path).execute("PRAGMA journal_mode=WAL").fetchall()
@@ -139,7 +139,7 @@ def test_on_macos_both_wal_paths_ask_for_full_fsync(tmp_path: Path, monkeypatch,
 
 
 def test_elsewhere_the_durability_pragmas_are_left_alone(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(engine_mod.sys, "platform", "linux")
+    monkeypatch.setattr(policy.sys, "platform", "linux")
     con = sqlite3.connect(tmp_path / "a.db")
     seen: list[str] = []
     con.set_trace_callback(seen.append)

@@ -40,7 +40,6 @@ from hermes_store.paths import (
     resolve_location,
     resolve_read_location,
 )
-from hermes_store.version import __version__
 
 if TYPE_CHECKING:
     from hermes_store.db.schema_state import SchemaStatus
@@ -383,6 +382,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     if not value or ctx.resilient_parsing:
         return
     from hermes_store.db.revisions import head
+    from hermes_store.version import __version__
 
     click.echo(f"hermes-store {__version__} (schema head {head()})")
     ctx.exit(0)
@@ -391,12 +391,12 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 # --------------------------------------------------------------------------- store access
 
 
-def open_read(obj: Ctx) -> Any:
+def open_read(obj: Ctx, *, stdlib: bool = False) -> Any:
     """The store's engine opened read-only at head, or None (with a note) for a store file
     that exists and holds nothing yet. A missing one is exit 3: a mistyped ``--db`` must not
-    read as an empty store."""
+    read as an empty store. ``stdlib``: for a store file, its path instead of an engine, to
+    read through ``db.raw`` (a command whose statements need no SQLAlchemy)."""
     from hermes_store.db import schema_state
-    from hermes_store.db.engine import open_engine
 
     target = obj.read_store or obj.db
     st = schema_state.status(target)
@@ -407,8 +407,13 @@ def open_read(obj: Ctx) -> Any:
         obj.note(f"note: the store at {target} is empty (`hermes-store upgrade` sets it up)")
         return None
     if obj.snapshot and st.state in ("legacy", "behind"):
-        return open_engine(_snapshot(obj, st), readonly=True)
-    require_head(obj, st, target, reading=True)
+        target = _snapshot(obj, st)
+    else:
+        require_head(obj, st, target, reading=True)
+    if stdlib and isinstance(target, Path):
+        return target
+    from hermes_store.db.engine import open_engine
+
     return open_engine(target, readonly=True)
 
 

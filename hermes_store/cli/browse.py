@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -38,7 +39,8 @@ SHOW_KEYS = ("id", "session_id", "role", "timestamp", "tool_name", "tool_call_id
              "content", "tool_calls")
 NARROW = 80  # below this many columns, times print as their age alone ("2h ago")
 LIST_COLUMNS = (formats.Column("title", 12), formats.Column("workspace", 8),
-                formats.Column("last active"), formats.Column("source", 6), formats.Column("id"))
+                formats.Column("last active"), formats.Column("source", 6),
+                formats.Column("id", own_line=True))
 
 
 # --------------------------------------------------------------------------- list
@@ -329,26 +331,34 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
     """
     from rich.markup import escape
 
-    from hermes_store.db.engine import reading
-    from hermes_store.repo import listing
-    from hermes_store.repo.filters import SessionFilter
     from hermes_store.search import results
 
     text = " ".join(query)
-    flt = SessionFilter(newer_than=newer_than)
-    engine = open_read(obj)
+    flt = None
+    if newer_than is not None:  # the filters module loads SQLAlchemy: only when asked
+        from hermes_store.repo.filters import SessionFilter
+
+        flt = SessionFilter(newer_than=newer_than)
+    # A file is searched on the standard library (db.raw); --session resolves a reference
+    # and the title hint lists sessions, which the repo's SQLAlchemy statements do.
+    store = open_read(obj, stdlib=session_ref is None)
     found = results.SessionHits()
     titled = 0
-    if engine is not None:
-        with reading(engine) as conn:
+    if store is not None:
+        with _reading(store) as conn:
             scope = None
             if session_ref is not None:
+                from hermes_store.repo import listing
+
                 scope = results.lineage_scope(conn, listing.resolve_ref(conn, session_ref))
             found = results.search_sessions_hits(
                 conn, text, syntax="exclusions", sources=list(sources) or None, roles=list(roles) or None,
-                limit=limit, offset=offset, scope=scope, active_after=flt.window().active_after,
+                limit=limit, offset=offset, scope=scope,
+                active_after=flt.window().active_after if flt is not None else None,
                 no_archived=no_archived, include_tools=include_tools, model=model)
-            titled = 0 if found.hits or offset else results.title_matches(conn, text)
+        if not (found.hits or offset):
+            with _reading(store, engine=True) as conn:
+                titled = results.title_matches(conn, text)
     hits, meta, groups = found.hits, found.sessions, found.grouped()
     from hermes_store.search.snippets import unmark
 
@@ -376,13 +386,18 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
                 say(line)
             return
         con = out_console()
-        short = formats.terminal_width() < NARROW
+        width = formats.terminal_width()
+        short = width < NARROW
         for sid, group in groups.items():
             row = meta[sid]
-            label = " \\[archived]" if row.get("archived") else ""
-            con.print(f"[bold]{escape(row.get('title') or '(untitled)')}[/bold]{label}")
-            con.print(f"  {sid}  {source_label(row)}  last active "
-                      f"{when(row.get('last_active'), short=short)}", markup=False)
+            label = " [archived]" if row.get("archived") else ""
+            title = formats.cut(visible(row.get("title") or "(untitled)"), width - len(label))
+            con.print(f"[bold]{escape(title)}[/bold]{escape(label)}")
+            about = f"{source_label(row)}  last active {when(row.get('last_active'), short=short)}"
+            # The id stays whole (it is what `show` takes): on a narrow terminal, its own line.
+            for line in ([f"  {sid}  {about}"] if len(sid) + len(about) + 4 <= width
+                         else [f"  {sid}", f"  {formats.cut(about, width - 2)}"]):
+                con.print(line, markup=False)
             for h in group:
                 head = f"    {h['role']:<9} {when(h.get('timestamp'), short=short)}  "
                 con.print(_snippet_line(head, " ".join(str(h.get("snippet") or "").split()),
@@ -397,6 +412,18 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
     obj.emit("search", {"query": text, "count": len(hits), "offset": offset,
                         "total": found.total, "total_exact": found.exact, "more": more > 0,
                         "results": payload}, render, records=(SEARCH_KEYS, flat))
+
+
+def _reading(store: Any, *, engine: bool = False) -> Any:
+    """A read transaction on what ``open_read`` gave: a file's path through ``db.raw`` (or
+    through an engine when ``engine``), an engine as it is."""
+    if isinstance(store, Path) and not engine:
+        from hermes_store.db import raw
+
+        return raw.reading(store)
+    from hermes_store.db.engine import open_engine, reading
+
+    return reading(open_engine(store, readonly=True) if isinstance(store, Path) else store)
 
 
 def _snippet_line(head: str, snippet: str, *, bold: bool) -> Any:

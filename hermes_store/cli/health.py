@@ -39,60 +39,67 @@ def _stats_json(st: stats.StoreStats) -> dict[str, Any]:
 
 
 def _render_stats(st: stats.StoreStats) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
+    from hermes_store.cli.formats import Column, table_lines, terminal_width, wrap
+
+    width = terminal_width()
+    narrow = width < 80
     con = out_console()
+
+    def line(text: str) -> None:
+        # A narrow terminal gets the line folded at spaces under its label; a word longer than
+        # the line (an id, a path) stays whole.
+        for part in wrap(text, width, indent=10) if narrow else [text]:
+            con.print(part, markup=False)
+
     s, m = st.sessions, st.messages
-    con.print(f"[bold]{st.path}[/bold]")
-    con.print(f"sessions  {s['total']:,}  (open {s['open']:,}, ended {s['ended']:,}, "
-              f"archived {s['archived']:,}, pinned {s['pinned']:,})")
-    con.print(f"messages  {m['total']:,}  (compacted {m['compacted']:,})")
+    con.print(f"[bold]{escape(str(st.path))}[/bold]")
+    line(f"sessions  {s['total']:,}  (open {s['open']:,}, ended {s['ended']:,}, "
+         f"archived {s['archived']:,}, pinned {s['pinned']:,})")
+    line(f"messages  {m['total']:,}  (compacted {m['compacted']:,})")
     for label, item in (("oldest open", st.oldest_open), ("oldest", st.oldest),
                         ("newest", st.newest)):
         if item:
-            con.print(f"{label:<11} {when(item['started_at'])}  {item['id']}")
+            line(f"{label:<11} {when(item['started_at'], short=narrow)}  {item['id']}")
     if st.layout.get("version") == "postgresql":
-        con.print(f"database  {size(st.file_bytes)} (PostgreSQL)")
+        line(f"database  {size(st.file_bytes)} (PostgreSQL)")
     else:
-        con.print(f"file      {size(st.file_bytes)}, WAL {size(st.wal.bytes)} "
-                  f"({st.wal.describe()}), freelist {st.freelist_ratio:.0%}")
+        line(f"file      {size(st.file_bytes)}, WAL {size(st.wal.bytes)} "
+             f"({st.wal.describe()}), freelist {st.freelist_ratio:.0%}")
     if st.sources:
         table = Table("source", "sessions", title="sessions by source", title_justify="left")
         for row in st.sources:
             table.add_row(visible(str(row["source"])), f"{row['sessions']:,}")
         con.print(table)
     if st.space.available:
-        from rich import box
-        from rich.table import Column
-
-        from hermes_store.cli.formats import terminal_width
-
         # Names are never cut (cut ones read as duplicates); a narrow terminal drops the
-        # owning-table column and the borders instead.
-        narrow = terminal_width() < 80
-        columns = [Column("object", overflow="fold"), "kind",
-                   *([] if narrow else [Column("table", overflow="fold")]), "bytes"]
-        table = Table(*columns, title="space", title_justify="left",
-                      box=box.SIMPLE if narrow else box.HEAVY_HEAD)
-        for item in st.space.items:
-            cells = [visible(item.name), item.kind,
-                     *([] if narrow else [visible(item.table)]), size(item.bytes)]
-            table.add_row(*cells)
-        con.print(table)
+        # owning-table column and the borders, and gives a long name a line of its own.
+        if narrow:
+            con.print("space")
+            rows = [[visible(item.name), item.kind, size(item.bytes)] for item in st.space.items]
+            for text in table_lines((Column("object", own_line=True), Column("kind"),
+                                     Column("bytes")), rows, width=width):
+                con.print(text, markup=False)
+        else:
+            table = Table("object", "kind", "table", "bytes", title="space",
+                          title_justify="left")
+            for item in st.space.items:
+                table.add_row(visible(item.name), item.kind, visible(item.table),
+                              size(item.bytes))
+            con.print(table)
         if st.space.fts_share is not None:
-            con.print(f"FTS share {st.space.fts_share:.0%} of the file "
-                      f"({size(st.space.fts_bytes)})")
+            line(f"FTS share {st.space.fts_share:.0%} of the file ({size(st.space.fts_bytes)})")
     else:
-        con.print(st.space.note or "per-table sizes unavailable")
+        line(st.space.note or "per-table sizes unavailable")
     layout = st.layout
-    con.print(f"layout    {layout.get('version')}; indexes: "
-              f"{', '.join(layout['fts_tables']) or 'none'}")
+    line(f"layout    {layout.get('version')}; indexes: {', '.join(layout['fts_tables']) or 'none'}")
     backfill = layout.get("backfill")
     if backfill and backfill.get("pending"):
-        con.print(f"backfill  pending: {backfill.get('done', 0):,}/{backfill.get('total', 0):,}")
+        line(f"backfill  pending: {backfill.get('done', 0):,}/{backfill.get('total', 0):,}")
     for advice in st.advice:
-        con.print(f"advice    {advice.message} -> {commands_marked(advice.command)}",
-                  markup=False)
+        line(f"advice    {advice.message} -> {commands_marked(advice.command)}")
 
 
 @main.command("stats")
@@ -280,7 +287,9 @@ def optimize_storage(obj: Ctx, no_vacuum: bool, force: bool, yes: bool) -> None:
     holders = ensure_not_held(obj.db, force=force, what="optimize-storage")
     for pid, cmd in holders:
         obj.note(f"warning: --force: pid {pid} ({cmd}) holds the store")
-    store_bytes = obj.db.stat().st_size
+    # The size announced here is measured as the result's "before" is (file plus WAL), so the
+    # two figures a user compares are the same quantity.
+    store_bytes = storage.file_bytes(obj.db)
     need = int(store_bytes * (NO_VACUUM_SHARE if no_vacuum else 1.0))
     require_free_space(obj.db.parent, need, "optimize-storage")
     if store_bytes > ASK_ABOVE_BYTES:

@@ -20,12 +20,11 @@ import sqlite3
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
-
-from sqlalchemy import Connection, MetaData, Table, inspect, text
-from sqlalchemy.exc import SAWarning
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hermes_store.db import names
+from hermes_store.db.fts5_ddl import Fts5Options as Fts5Options  # re-exported
+from hermes_store.db.fts5_ddl import fts5_options as fts5_options  # re-exported
 
 # Our FTS5 indexes, live and retired (an adopted file's inline ones, renamed aside). Only these
 # names are treated as ours: a user table called "app_config" is never touched, nor the agent's
@@ -65,7 +64,18 @@ def is_ours(name: str | None) -> bool:
     """Whether ``name`` is one of our derived objects (never one of the agent's)."""
     return names.is_ours(name)
 
-Reader = Connection | sqlite3.Connection
+if TYPE_CHECKING:  # SQLAlchemy loads when a server or a reflection asks (inspect below): a
+    # file's reading commands answer these questions through db.raw without it
+    from sqlalchemy import Connection, Table
+
+    Reader = Connection | sqlite3.Connection
+
+
+def inspect(conn: Any) -> Any:
+    """SQLAlchemy's inspector for ``conn``."""
+    from sqlalchemy import inspect as inspector
+
+    return inspector(conn)
 
 _OBJECTS = "SELECT type, name, tbl_name, sql FROM sqlite_master"
 _TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
@@ -247,6 +257,8 @@ def reflecting() -> Iterator[None]:
     """Reflection without the expression-index warning (for callers that reflect through
     SQLAlchemy or Alembic themselves)."""
     with warnings.catch_warnings():
+        from sqlalchemy.exc import SAWarning
+
         warnings.filterwarnings("ignore", message=_EXPRESSION_INDEX, category=SAWarning)
         yield
 
@@ -254,6 +266,8 @@ def reflecting() -> Iterator[None]:
 def reflect(conn: Connection, table: str) -> Table:
     """``table`` as a Core table of its own metadata, read from the catalog."""
     with reflecting():
+        from sqlalchemy import MetaData, Table
+
         return Table(table, MetaData(), autoload_with=conn)
 
 
@@ -415,9 +429,8 @@ JOIN pg_namespace AS n ON n.oid = t.relnamespace AND n.nspname = current_schema(
 WHERE NOT (i.indisvalid AND i.indisready) AND t.relname = ANY(%s)
 ORDER BY c.relname"""
 _PG_EXTENSION_AVAILABLE = "SELECT 1 FROM pg_available_extensions WHERE name = %s"
-# Read through text(), which escapes the LIKE pattern's % for the driver's paramstyle.
-_PG_GIN_INDEXES = text("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
-                       "AND indexdef LIKE '%USING gin%' ORDER BY indexname")
+_PG_GIN_INDEXES = ("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+                   "AND indexdef LIKE '%USING gin%' ORDER BY indexname")
 
 
 class RelationSize(NamedTuple):
@@ -451,7 +464,10 @@ def extension_available(conn: Connection, name: str) -> bool:
 
 def gin_indexes(conn: Connection) -> list[str]:
     """Names of the current schema's GIN indexes, sorted (a server's search indexes)."""
-    return [str(r[0]) for r in conn.execute(_PG_GIN_INDEXES)]
+    # Read through text(), which escapes the LIKE pattern's % for the driver's paramstyle.
+    from sqlalchemy import text
+
+    return [str(r[0]) for r in conn.execute(text(_PG_GIN_INDEXES))]
 
 
 # --------------------------------------------------------------------------- SQLite: FTS5 tables
@@ -470,27 +486,6 @@ def fts5_in(found: Iterable[SchemaObject]) -> list[str]:
 def fts5_tables(conn: Reader) -> list[str]:
     """Names of every FTS5 table of the store, sorted."""
     return fts5_in(objects(conn))
-
-
-_CONTENT_OPTION = re.compile(r"\bcontent\s*=\s*'([^']*)'", re.IGNORECASE)
-_ROWID_OPTION = re.compile(r"\bcontent_rowid\s*=\s*'([^']*)'", re.IGNORECASE)
-_TOKENIZE_OPTION = re.compile(r"\btokenize\s*=\s*'([^']*)'", re.IGNORECASE)
-
-
-class Fts5Options(NamedTuple):
-    """What an FTS5 table's ``CREATE`` statement says about where its text comes from."""
-
-    content: str | None  # the external content table or view; None when it stores its own
-    content_rowid: str
-    tokenize: str | None
-
-
-def fts5_options(sql: str) -> Fts5Options:
-    content, rowid = _CONTENT_OPTION.search(sql), _ROWID_OPTION.search(sql)
-    tokenize = _TOKENIZE_OPTION.search(sql)
-    return Fts5Options(content.group(1) or None if content else None,
-                       rowid.group(1) if rowid else "rowid",
-                       tokenize.group(1) if tokenize else None)
 
 
 def shadow_tables(index: str) -> tuple[str, ...]:

@@ -33,7 +33,6 @@ import logging
 import os
 import random
 import sqlite3
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -45,7 +44,13 @@ from sqlalchemy import Connection, Engine, create_engine, event, exc
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
 
-from hermes_store.db import identity, postgres, writer_queue
+from hermes_store.db import connection_policy, identity, postgres, writer_queue
+from hermes_store.db.connection_policy import (  # noqa: F401 - the policy, re-exported
+    BUSY_TIMEOUT_S,
+    JOURNAL_SIZE_LIMIT,
+    _wal_warned,
+    apply_wal_with_fallback,
+)
 from hermes_store.db.sqlite_driver import (  # noqa: F401 - re-exported from their old home
     decode_text,
     is_full_error,
@@ -64,7 +69,6 @@ from hermes_store.paths import StoreLocation, open_problem, require_parent, reso
 
 log = logging.getLogger(__name__)
 
-BUSY_TIMEOUT_S = 1.0
 WRITE_BUDGET_S = 20.0
 APPEND_BUDGET_S = 60.0
 # How long a read transaction may wait for a lock on a database server (a file's readers never
@@ -75,18 +79,12 @@ RETRY_MIN_S, RETRY_MAX_S = 0.020, 0.150
 SLOW_RETRY_MIN_S, SLOW_RETRY_MAX_S = 0.25, 1.0
 FAST_PHASE_S = 2.0
 CHECKPOINT_EVERY_N_WRITES = 50
-JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
 FILE_MODE = 0o600
 
 # PostgreSQL isolation for write units made only of atomic statements (see db.postgres).
 READ_COMMITTED = postgres.READ_COMMITTED
 
 _BEGIN_MODES = frozenset({"DEFERRED", "IMMEDIATE", "EXCLUSIVE"})
-# Errors that mean "this filesystem cannot do WAL's shared-memory locks" (network and FUSE
-# mounts). "disk I/O error" is not one of them: it can be transient, and one process falling back
-# to DELETE while others keep WAL corrupts the file (docs/v21.md#open-time-behaviour).
-_WAL_UNSUPPORTED = ("locking protocol", "not authorized")
-_HEADER_WAL = b"\x02\x02"  # bytes 18 and 19 of the header: 2 when the file is in WAL mode
 
 T = TypeVar("T")
 
@@ -107,7 +105,6 @@ class _FileState:
 _registry_lock = threading.Lock()
 _engines: dict[tuple[str, bool], Engine] = {}
 _files: dict[str, _FileState] = {}
-_wal_warned: set[str] = set()
 
 
 def _file_state(path: str) -> _FileState:
@@ -150,76 +147,6 @@ def store_file_mode(engine: Engine) -> int:
         return FILE_MODE
 
 
-def _on_disk_mode_is_wal(conn: sqlite3.Connection) -> bool:
-    """Whether the file itself says WAL: the journal mode if it reads, else the header bytes."""
-    try:
-        return str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
-    except sqlite3.Error:
-        pass
-    try:
-        row = next((r for r in conn.execute("PRAGMA database_list") if r[1] == "main"), None)
-        if row is None or not row[2]:
-            return False
-        with open(row[2], "rb") as fh:
-            fh.seek(18)
-            return fh.read(2) == _HEADER_WAL
-    except (OSError, sqlite3.Error):
-        return False
-
-
-def _durable_on_macos(conn: sqlite3.Connection) -> None:
-    # macOS's fsync does not reach the platter; F_FULLFSYNC does (best effort: a pragma this
-    # build lacks is simply ignored).
-    if sys.platform != "darwin":
-        return
-    for pragma in ("PRAGMA checkpoint_fullfsync=1", "PRAGMA synchronous=FULL"):
-        try:
-            conn.execute(pragma)
-        except sqlite3.Error:
-            pass
-
-
-def apply_wal_with_fallback(conn: sqlite3.Connection, *, db_label: str = "state.db") -> str:
-    """Put any raw connection in WAL mode; ``"delete"`` only where the filesystem refuses WAL.
-
-    A file already in WAL is left alone: setting the mode again can unlink sidecars other
-    processes hold. On ``locking protocol``/``not authorized`` (NFS, SMB, FUSE) the connection
-    falls back to ``DELETE`` and warns once per ``db_label`` per process, unless the file is
-    in WAL already (other processes use it that way: downgrading one of them corrupts it).
-    Every other error propagates, ``disk I/O error`` included.
-    """
-    try:
-        if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
-            _durable_on_macos(conn)
-            return "wal"
-    except sqlite3.Error:
-        pass  # the setting pragma below reports the real problem
-    try:
-        conn.execute("PRAGMA journal_mode=WAL").fetchall()
-    except sqlite3.Error as err:
-        if not any(s in str(err).lower() for s in _WAL_UNSUPPORTED):
-            raise
-        if _on_disk_mode_is_wal(conn):
-            raise
-        with _registry_lock:
-            first = db_label not in _wal_warned
-            _wal_warned.add(db_label)
-        if first:
-            log.warning("%s: WAL is not supported here (%s); using journal_mode=DELETE",
-                        db_label, err)
-        conn.execute("PRAGMA journal_mode=DELETE").fetchall()
-        return "delete"
-    _durable_on_macos(conn)
-    return "wal"
-
-
-def _set_wal(dbapi: sqlite3.Connection, path: str) -> None:
-    # An in-memory database has no WAL to set (and nothing to fall back from).
-    if str(dbapi.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "memory":
-        return
-    apply_wal_with_fallback(dbapi, db_label=path)
-
-
 # The module the search indexes are built on. A constant, so that tests can name a module this
 # runtime lacks and see exactly what a SQLite built without FTS5 does to an open.
 FTS5_MODULE = "fts5"
@@ -244,32 +171,7 @@ def _module_available(module: str, connect: Callable[..., sqlite3.Connection]) -
 
 
 def _connect_factory(path: str, readonly: bool) -> Callable[[], sqlite3.Connection]:
-    def connect() -> sqlite3.Connection:
-        if readonly:  # immutable: no -wal to read, and no -shm can be made (a read-only dir)
-            frozen = not (os.access(os.path.dirname(path), os.W_OK) or os.path.exists(f"{path}-wal"))
-            target = Path(path).resolve().as_uri() + ("?mode=ro&immutable=1" if frozen else "?mode=ro")
-            dbapi = sqlite3.connect(target, uri=True, timeout=BUSY_TIMEOUT_S,
-                                    check_same_thread=False, isolation_level=None)
-        else:
-            dbapi = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, check_same_thread=False,
-                                    isolation_level=None)
-        # Legacy rows and other programs hold text that is not valid UTF-8 (SQLite's JSON
-        # functions turn a lone-surrogate escape such as "\ud83d" into such bytes): one bad cell
-        # must degrade to replacement characters, not make a search, an export or an append raise.
-        dbapi.text_factory = decode_text
-        try:
-            dbapi.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
-            dbapi.execute("PRAGMA foreign_keys=ON")
-            dbapi.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
-            if not readonly:
-                _set_wal(dbapi, path)
-            load_agent_tokenizer(dbapi)  # the agent's CJK triggers need it to write
-        except sqlite3.DatabaseError as err:
-            dbapi.close()
-            raise unwrap(err, path) from err
-        return dbapi
-
-    return connect
+    return functools.partial(connection_policy.connect, path, readonly)
 
 
 def _install_transaction_control(engine: Engine) -> None:
@@ -322,6 +224,13 @@ def open_engine(target: str | os.PathLike[str] | StoreLocation, *,
         if engine is None:
             engine = _engines[key] = _make_engine(key[0], readonly, location)
     return engine
+
+
+def holds(path: str | os.PathLike[str]) -> bool:
+    """Whether this process has an engine open on the store file at ``path``."""
+    key = str(Path(path).resolve())
+    with _registry_lock:
+        return any(k[0] == key for k in _engines)
 
 
 def is_server(engine: Engine) -> bool:

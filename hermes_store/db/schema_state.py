@@ -9,16 +9,18 @@ which re-exports these names and is imported only to migrate.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
-
-from sqlalchemy import Connection, Engine
-from sqlalchemy.engine import URL
+from typing import TYPE_CHECKING, Any
 
 from hermes_store.db import catalog, revisions
-from hermes_store.db.engine import open_engine, reading
 from hermes_store.paths import StoreLocation, resolve_location
 
-Target = str | os.PathLike[str] | URL | StoreLocation | Engine | None
+if TYPE_CHECKING:
+    from sqlalchemy import Connection, Engine
+    from sqlalchemy.engine import URL
+
+    Target = str | os.PathLike[str] | URL | StoreLocation | Engine | None
 
 
 @dataclass
@@ -65,16 +67,32 @@ def status_of(conn: Connection, location: str | None = None) -> SchemaStatus:
 
 
 def status(target: Target = None) -> SchemaStatus:
-    """Where the store stands; reads only (a missing file is reported, not created)."""
-    if isinstance(target, Engine):
+    """Where the store stands; reads only (a missing file is reported, not created). A file
+    no engine of this process holds is read on the standard library (``db.raw``): the reading
+    commands ask this first, and it must not be what loads SQLAlchemy."""
+    if _is_engine(target):
         engine = target
     else:
         location = resolve_location(target)
         if location.path is not None and not location.path.exists():
             return SchemaStatus("missing", None, revisions.head())
+        from hermes_store.db import raw
+
+        if location.path is not None and not raw.held(location.path):
+            with raw.reading(location.path) as conn:
+                return status_of(conn)  # type: ignore[arg-type]
+        from hermes_store.db.engine import open_engine
+
         engine = open_engine(location, readonly=True)
+    from hermes_store.db.engine import reading
+
     with reading(engine) as conn:
         return status_of(conn)
+
+
+def _is_engine(target: Any) -> bool:
+    sa = sys.modules.get("sqlalchemy")  # not loaded: nothing can be an Engine
+    return sa is not None and isinstance(target, sa.Engine)
 
 
 def current(target: Target = None) -> str | None:

@@ -15,8 +15,6 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from sqlalchemy import exc
-
 from hermes_store.errors import (
     AgentTokenizerError,
     HermesStoreError,
@@ -89,9 +87,21 @@ def agent_tokenizer_error(detail: object) -> AgentTokenizerError:
         "library). Reads and searches keep working.")
 
 
+def driver_errors() -> tuple[type[BaseException], ...]:
+    """What a failed statement raises: ``sqlite3``'s classes on a stdlib connection (db.raw),
+    SQLAlchemy's wrapper once SQLAlchemy is loaded (it cannot be raised before)."""
+    exc = sys.modules.get("sqlalchemy.exc")
+    return (sqlite3.Error,) if exc is None else (sqlite3.Error, exc.DBAPIError)
+
+
 def _sqlite_error(err: BaseException) -> BaseException:
     """The DB-API exception behind a SQLAlchemy wrapper (or the error itself)."""
-    return err.orig if isinstance(err, exc.DBAPIError) and err.orig is not None else err
+    # Read without importing SQLAlchemy (the reading commands' stdlib path never loads it):
+    # while it is not loaded, no error can be one of its wrappers.
+    exc = sys.modules.get("sqlalchemy.exc")
+    if exc is not None and isinstance(err, exc.DBAPIError) and err.orig is not None:
+        return err.orig
+    return err
 
 
 def is_lock_error(err: BaseException) -> bool:

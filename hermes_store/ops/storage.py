@@ -117,9 +117,13 @@ def _engine(target: str | os.PathLike[str] | Engine | None) -> Engine:
     return target if isinstance(target, Engine) else open_engine(resolve_db_path(target))
 
 
+def file_bytes(path: str | os.PathLike[str]) -> int:
+    """The store's size on disk as before/after figures measure it: the file and its WAL."""
+    return sum(p.stat().st_size for p in (Path(path), Path(f"{path}-wal")) if p.exists())
+
+
 def _file_bytes(engine: Engine) -> int:
-    path = Path(engine_path(engine))
-    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+    return file_bytes(engine_path(engine))
 
 
 def backfill_chunk(conn: Connection, chunk: int = BACKFILL_CHUNK) -> tuple[int, int] | None:

@@ -26,12 +26,30 @@ from array import array
 from collections.abc import Iterable, Sequence
 from itertools import accumulate
 
-from sqlalchemy import Connection, Table, column, table
+from typing import TYPE_CHECKING, Any
 
 from hermes_store.content import CJK_CLASS, text_of
 from hermes_store.db import catalog, names
-from hermes_store.db.dialect import PG, dialect_name, has_fts5
-from hermes_store.db.models import Message
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection, Table
+
+# The query parser (search.language) reads this module's CJK classes on every search, SQLite
+# reading commands included, which load no SQLAlchemy: db.dialect and the models load on first
+# use by a statement below.
+PG = "postgresql"
+
+
+def dialect_name(conn: Any) -> str:
+    from hermes_store.db.dialect import dialect_name as name
+
+    return name(conn)
+
+
+def has_fts5(conn: Any) -> bool:
+    from hermes_store.db.dialect import has_fts5 as fts5
+
+    return fts5(conn)
 
 # Private-use mark closing a CJK run in the bigram text. Private use (Co) is a token character for
 # unicode61, so "端" + mark stays one token that no real text produces.
@@ -359,8 +377,17 @@ def row_vector(row: dict[str, object]) -> str | None:
 
 # The model knows nothing of the search columns (autogenerate leaves them alone), so inserts
 # that carry the tokens name the column on a lightweight table of their own.
-PG_MESSAGES = table("messages", *(column(c.name, c.type) for c in Message.__table__.columns),
-                    column(PG_COLUMN))
+def __getattr__(name: str) -> Any:
+    if name != "PG_MESSAGES":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from sqlalchemy import column, table
+
+    from hermes_store.db.models import Message
+
+    found = table("messages", *(column(c.name, c.type) for c in Message.__table__.columns),
+                  column(PG_COLUMN))
+    globals()["PG_MESSAGES"] = found
+    return found
 
 
 def writes_vector(conn: Connection, into: Table | None = None) -> bool:

@@ -26,11 +26,14 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Sequence
-
-from sqlalchemy import Connection, exc
+from typing import TYPE_CHECKING
 
 from hermes_store.db import catalog
+from hermes_store.db.sqlite_driver import driver_errors
 from hermes_store.repo import bigrams
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 # Newest rows looked at for a probe term, covered rows read after the newest CJK side row.
 PROBE_ROWS = 8
@@ -91,7 +94,7 @@ def load_error(conn: Connection, index: str) -> str | None:
     try:
         conn.exec_driver_sql(f"SELECT rowid FROM {table} WHERE {table} MATCH 'hermes' LIMIT 1"
                              ).all()
-    except exc.DBAPIError as err:
+    except driver_errors() as err:
         return _message(err)
     return None
 
@@ -122,7 +125,7 @@ def probe(conn: Connection, index: str, window: tuple[int, int] | None = None) -
                 (phrase, row_id)).scalar()
             if not found:
                 problems.append(f"row {row_id} holds {term!r} but the index does not find it")
-    except exc.DBAPIError as err:
+    except driver_errors() as err:
         problems.append(f"the index cannot be read: {_message(err)}")
     if index == catalog.CJK_FTS:
         problems += _side_rows(conn, UNCOVERED_LIMIT)
@@ -132,7 +135,7 @@ def probe(conn: Connection, index: str, window: tuple[int, int] | None = None) -
 def _side_rows(conn: Connection, limit: int | None) -> list[str]:
     try:
         missing = bigrams.uncovered(conn, limit)
-    except (exc.DBAPIError, sqlite3.Error) as err:
+    except driver_errors() as err:
         return [f"its side rows cannot be checked: {_message(err)}"]
     if not missing:
         return []
@@ -298,7 +301,7 @@ def content_problems(conn: Connection, index: str,
         if lost or extra:
             problems.append(f"{lost} terms are missing or miscounted against its content, "
                             f"{extra} it holds that its content does not")
-    except exc.DBAPIError as err:
+    except driver_errors() as err:
         problems.append(f"the index cannot be read: {_message(err)}")
     finally:
         for name in reversed(_TEMP_TABLES):

@@ -10,18 +10,19 @@ number of pages): beyond that the total is a lower bound (``exact`` is False).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection
-
-from hermes_store.repo import listing
-from hermes_store.repo.retention import lineage_of
+from hermes_store.repo import prepared_reads
 from hermes_store.search.language import (  # noqa: F401 - the command line's names for them
     apply_syntax,
     exclusions_only,
     with_exclusions,
 )
 from hermes_store.search.statements import search_messages
+
+if TYPE_CHECKING:  # a file's search runs on db.raw: SQLAlchemy and the models load only where
+    # a statement is built (title hints, --session, a server store)
+    from sqlalchemy import Connection
 
 MAX_PAGES = 20
 PAGE = 100
@@ -56,6 +57,7 @@ class SessionHits:
 def title_matches(conn: Connection, text: str, *, limit: int = 20) -> int:
     """How many sessions (up to ``limit``) have ``text`` in their title: search reads
     messages, and a word found only in titles deserves a pointer to ``list --title``."""
+    from hermes_store.repo import listing
     from hermes_store.repo.filters import SessionFilter
 
     page = listing.list_matching(conn, SessionFilter(title=text), limit=limit,
@@ -65,6 +67,8 @@ def title_matches(conn: Connection, text: str, *, limit: int = 20) -> int:
 
 def lineage_scope(conn: Connection, session_id: str) -> set[str]:
     """The ids of the compression lineage through ``session_id`` (``--session``)."""
+    from hermes_store.repo.retention import lineage_of
+
     return set(lineage_of(conn, session_id)) or {session_id}
 
 
@@ -109,7 +113,7 @@ class _SessionTest:
 
     def row(self, sid: str) -> dict[str, Any]:
         if sid not in self.meta:
-            self.meta[sid] = listing.session_with_activity(self.conn, sid)
+            self.meta[sid] = _session_with_activity(self.conn, sid)
         return self.meta[sid]
 
     def __call__(self, sid: str) -> bool:
@@ -123,6 +127,16 @@ class _SessionTest:
         if self.model and self.model.casefold() not in str(row.get("model") or "").casefold():
             return False
         return self.active_after is None or (row.get("last_active") or 0) >= self.active_after
+
+
+def _session_with_activity(conn: Connection, sid: str) -> dict[str, Any]:
+    """A hit's session row: on SQLite through the prepared statements (the same SQL, without
+    loading SQLAlchemy), on a server through the repo."""
+    if conn.dialect.name == "sqlite":
+        return prepared_reads.session_with_activity(conn, sid)
+    from hermes_store.repo import listing
+
+    return listing.session_with_activity(conn, sid)
 
 
 def _matching(conn: Connection, text: str, sources: list[str] | None,

@@ -25,23 +25,31 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, exc
-from sqlalchemy.orm import Session
 
 from hermes_store.content import MULTIMODAL_PREFIX, text_of
 from hermes_store.db import catalog
 from hermes_store.db.catalog import SearchLayout
-from hermes_store.db.sqlite_driver import is_corrupt, is_index_damage, search_index_damaged
+from hermes_store.db.sqlite_driver import (
+    driver_errors,
+    is_corrupt,
+    is_index_damage,
+    search_index_damaged,
+)
 from hermes_store.errors import HermesStoreError
 from hermes_store.repo import index_health
-from hermes_store.search import language, postgres, sqlite
+from hermes_store.search import language, sqlite
 from hermes_store.search.language import Node, Term
 from hermes_store.search.snippets import snippet_from_text
 from hermes_store.search.sqlite import CONTEXT_CHARS, Filters, Sql
+
+if TYPE_CHECKING:  # a file's reading commands search on db.raw, without SQLAlchemy
+    from sqlalchemy import Connection
+    from sqlalchemy.orm import Session
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +81,12 @@ def _fetch(conn: Connection, statement: Sql) -> list[Any]:
 
 def _statements(conn: Connection) -> Any:
     """The module composing this store's SQL (``search.sqlite`` or ``search.postgres``)."""
-    return postgres if conn.dialect.name == "postgresql" else sqlite
+    if conn.dialect.name != "postgresql":
+        return sqlite
+    # Imported here: its module loads SQLAlchemy (db.derived), which a file's search never needs.
+    from hermes_store.search import postgres
+
+    return postgres
 
 
 # --------------------------------------------------------------------------------- planning
@@ -205,10 +218,10 @@ def _hit(row: Row, terms: list[str]) -> dict[str, Any]:
 
 def _page(conn: Connection, hits: Sql, tree: Node, layout: SearchLayout, order: str,
           filters: Filters, limit: int, offset: int, hide: bool = False) -> list[Row]:
-    statement = _statements(conn).page_statement(hits, tree, layout, order, filters, limit,
-                                                 offset, hide=hide)
+    sql = _statements(conn)
+    statement = sql.page_statement(hits, tree, layout, order, filters, limit, offset, hide=hide)
     page = _fetch(conn, statement)
-    if isinstance(statement, postgres.PageIds):  # the page's ids first, then their rows
+    if sql is not sqlite and isinstance(statement, sql.PageIds):  # ids first, then their rows
         page = _fetch(conn, statement.rows_of(page)) if page else []
     return page
 
@@ -240,7 +253,8 @@ def search_messages(db: Session | Connection, query: str | None, *,
     tree = language.build_tree(language.parse_query(language.sanitize_query(query)))
     if tree is None:
         return []
-    conn = db.connection() if isinstance(db, Session) else db
+    orm = sys.modules.get("sqlalchemy.orm")  # not loaded: ``db`` cannot be a Session
+    conn = db.connection() if orm is not None and isinstance(db, orm.Session) else db
     try:
         return _search(conn, tree, Filters(sources, _normalize_list(exclude_sources),
                                            _normalize_list(role_filter)),
@@ -248,7 +262,7 @@ def search_messages(db: Session | Connection, query: str | None, *,
                        hide=not include_inactive)
     except HermesStoreError:
         raise
-    except (sqlite3.DatabaseError, exc.DBAPIError) as err:
+    except (sqlite3.DatabaseError, *driver_errors()[1:]) as err:
         if not _statements(conn).is_match_error(err):
             raise
         log.warning("search for %r gave an invalid MATCH: %s", query, err)
@@ -265,7 +279,7 @@ def _search(conn: Connection, tree: Node, filters: Filters, limit: int, offset: 
     indexes = plan.indexes(layout) if _statements(conn) is sqlite else ()
     try:
         found = _answer(conn, plan, layout, filters, limit, offset, sort, hide)
-    except (sqlite3.DatabaseError, exc.DBAPIError) as err:
+    except (sqlite3.DatabaseError, *driver_errors()[1:]) as err:
         if indexes and (is_index_damage(err) or is_corrupt(err)):
             raise search_index_damaged(err, indexes) from err
         raise
