@@ -94,6 +94,30 @@ SELECT m.id AS id, {rank} AS best, m.timestamp AS ts FROM messages AS m{join}
 WHERE ({cond}){where}
 ORDER BY best, m.timestamp DESC, m.id DESC
 LIMIT %s OFFSET %s"""
+# Ranking reads each hit's tsvector, so a ranked page ranks a bounded window: the newest
+# RANK_WINDOW hits (docs/search.md#top-k-on-postgresql). A query with fewer hits is ranked
+# exactly as a whole; past the window, older hits follow the ranked ones newest first (best 1.0,
+# after every rank, which is at most 0), so every page is a slice of one order. The window is
+# found like a time-ordered page (the time index walked, or the few hits sorted) and carries
+# the two columns a rank reads (``_rank``: the word and bigram matches and scores), so no row is
+# read twice.
+RANK_WINDOW = 1000
+_WINDOW = """
+SELECT m.id AS id, {rank} AS best, m.timestamp AS ts
+FROM (SELECT m.id, m.timestamp, m.hs_search_words, m.hs_search_cjk FROM messages AS m{join}
+      WHERE ({cond}){where}
+      ORDER BY m.timestamp DESC, m.id DESC LIMIT {window}) AS m"""
+_WINDOW_PAGE = _WINDOW + """
+ORDER BY best, ts DESC, id DESC
+LIMIT %s OFFSET %s"""
+_PAST_WINDOW_PAGE = """
+SELECT id, best, ts FROM (""" + _WINDOW + """
+UNION ALL
+(SELECT m.id, 1.0::float8, m.timestamp FROM messages AS m{join}
+ WHERE ({cond}){where}
+ ORDER BY m.timestamp DESC, m.id DESC OFFSET {window})) AS page
+ORDER BY best, ts DESC, id DESC
+LIMIT %s OFFSET %s"""
 _TIMED_PAGE = """
 SELECT m.id AS id, 0.0::float8 AS best, m.timestamp AS ts FROM messages AS m{join}
 WHERE ({cond}){where}
@@ -336,6 +360,20 @@ def _ranked_page(hits: Hits, filters: Filters, hide: bool, limit: int, offset: i
     return Sql(text, [*rank_params, *hits.params, *where_params, limit, offset])
 
 
+def _window_page(hits: Hits, filters: Filters, hide: bool, limit: int, offset: int,
+                 window: int) -> Sql:
+    where, where_params = _where(filters, hide)
+    rank, rank_params = _rank(hits.parts)
+    session = filters.any or any(p.session for p in hits.parts)
+    fields = {"rank": rank, "join": _SESSION_JOIN if session else "",
+              "cond": _any_of(hits.parts), "where": where, "window": int(window)}
+    inner = [*rank_params, *hits.params, *where_params]
+    if offset + limit <= window:
+        return Sql(_WINDOW_PAGE.format(**fields), [*inner, limit, offset])
+    return Sql(_PAST_WINDOW_PAGE.format(**fields),
+               [*inner, *hits.params, *where_params, limit, offset])
+
+
 def _timed_page(hits: Hits, order: str, filters: Filters, hide: bool, limit: int,
                 offset: int) -> Sql:
     where, where_params = _where(filters, hide)
@@ -351,7 +389,10 @@ def page_statement(hits: Sql, tree: Node, layout: SearchLayout, order: str, filt
     ``order == "rank"`` when a part has a rank, else in time order (unprepared: see above)."""
     assert isinstance(hits, Hits)
     ranked = order == "rank" and hits.ranked
-    if ranked:
+    windowed = ranked and RANK_WINDOW > 0
+    if windowed:
+        page = _window_page(hits, filters, hide, limit, offset, RANK_WINDOW)
+    elif ranked:
         page = _ranked_page(hits, filters, hide, limit, offset)
     else:
         page = _timed_page(hits, "oldest" if order == "oldest" else "newest", filters, hide,
@@ -360,7 +401,7 @@ def page_statement(hits: Sql, tree: Node, layout: SearchLayout, order: str, filt
     # Filters are "NULL or one of" conditions a generic plan cannot fold: it read every message
     # of the filtered sessions through their session index (40× the pages of the plan made for
     # the values), so a filtered page is planned for its values too.
-    if ranked and not filters.any:
+    if ranked and not windowed and not filters.any:
         return Sql(_PAGE.format(page=page.text, order=_ORDERS[kind]), page.params)
     return PageIds(page.text, page.params, prepare=False, order=kind)
 
