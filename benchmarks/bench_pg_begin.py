@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
                 for n in range(args.rounds + 1):
                     order = ("folded", "separate") if n % 2 == 0 else ("separate", "folded")
                     for way in order:
-                        postgres.bound_unit = _folded if way == "folded" else _separate  # type: ignore[assignment]
+                        chosen = _folded if way == "folded" else _separate
+                        postgres.bound_unit = chosen  # type: ignore[assignment]
                         took = _time(db, op, args.calls)
                         if n:  # the first round warms both
                             both[way].append(took)

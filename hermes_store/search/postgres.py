@@ -18,11 +18,13 @@ column's text split at punctuation since revision 0020).
 A route's hits are :class:`Part` s, each a condition on one ``messages`` row (and its session);
 the parts of a route never share a row, so no hit list needs grouping. A page is one ``SELECT``
 on ``messages`` with the parts' conditions ORed. Ranked (``-ts_rank_cd``, lower is better, as
-bm25) it ranks every hit. In time order (``newest``/``oldest``, and routes without a rank) it is
-ordered by ``(timestamp, id)``, which revision 0021's index serves: the planner walks it and
-stops at the page for a common term, or reads the GIN indexes and sorts the few hits of a rare
-one. That choice needs the terms, so those statements are never prepared (``Sql.prepare``): a
-generic plan could walk the whole table for a rare term. Neither are filtered pages.
+bm25) it ranks the newest ``RANK_WINDOW`` hits (all of them when there are no more). In time
+order (``newest``/``oldest``, and routes without a rank) it is ordered by ``(timestamp, id)``,
+which revision 0021's index serves: the planner walks it and stops at the page for a common
+term, or reads the GIN indexes and sorts the few hits of a rare one. That choice needs the
+terms, so those statements are never prepared (``Sql.prepare``): a generic plan could walk the
+whole table for a rare term. Neither are ranked pages (their window is found the same way) or
+filtered ones.
 
 Snippets are cut from the stored text (``search.snippets``). Values are bound, never spliced;
 the select list of the page is ``sqlite.PAGE_COLUMNS``, so rows are read by the same getters.
