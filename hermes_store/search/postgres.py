@@ -73,10 +73,7 @@ _TRIGRAM = "{like}"
 # Rows another program wrote wait for ``bigrams.catch_up`` (a partial index holds their ids).
 _PENDING_LIKE = "m.hs_search_cjk IS NULL AND {like}"
 _IN_SOURCES = "s.source = ANY(%s::text[]) AND {like}"
-_ID_LIST = "m.id = ANY(%s::bigint[])"
-_LITERAL_CHECK = """
-SELECT id FROM messages WHERE id = ANY(%s::bigint[])
-  AND (content ILIKE %s ESCAPE '\\' OR tool_name ILIKE %s ESCAPE '\\') IS TRUE"""
+_LITERAL_CHECK = "(m.content ILIKE %s ESCAPE '\\' OR m.tool_name ILIKE %s ESCAPE '\\') IS TRUE"
 
 # A rewound row (active = 0, compacted = 0) is hidden from default searches
 # (docs/v21.md#parameters).
@@ -311,16 +308,36 @@ def route_hits(route: str, tree: Node, layout: SearchLayout, sources: list[str] 
     return Hits.of([_like_part("{like}", tree, _ALL_COLUMNS, session=False)])
 
 
-def ids_of(hits: Sql) -> Sql:
-    return Sql(_IDS_OF.format(hits=hits.text), hits.params)
+def literal_checked(hits: Hits, pattern: str) -> Hits:
+    """Those of ``hits`` whose stored text really holds ``pattern`` (a LIKE pattern), unranked."""
+    check = f"({_any_of(hits.parts)}) AND {_LITERAL_CHECK}"
+    return Hits.of([Part(check, [*hits.params, pattern, pattern],
+                         session=any(p.session for p in hits.parts))])
 
 
-def literal_check(ids: set[int], pattern: str) -> Sql:
-    return Sql(_LITERAL_CHECK, [sorted(ids), pattern, pattern])
+def tree_hits(tree: Node, term_hits: Callable[[Term], Sql]) -> Hits:
+    """The hits of ``tree`` combined from each term's hits on its own route, unranked: every
+    route's hits are conditions on one ``messages`` row, so AND, OR and NOT of terms are those
+    of their conditions, one statement the planner answers with one bitmap (or a walk of the
+    time index for a page of common terms); no term's ids are gathered first."""
 
+    def condition(node: Node) -> tuple[str, list[Any], bool]:
+        if isinstance(node, Term):
+            hits = term_hits(node)
+            assert isinstance(hits, Hits)
+            return (f"({_any_of(hits.parts)})", list(hits.params),
+                    any(p.session for p in hits.parts))
+        if isinstance(node, Not):
+            (left, lp, ls), (right, rp, rs) = condition(node.left), condition(node.right)
+            # A NULL (an ILIKE over a NULL tool name) must not hide the row: only TRUE excludes.
+            return f"({left} AND NOT ({right} IS TRUE))", [*lp, *rp], ls or rs
+        found = [condition(child) for child in node.children]
+        glue = " AND " if isinstance(node, And) else " OR "
+        return ("(" + glue.join(c for c, _, _ in found) + ")",
+                [x for _, params, _ in found for x in params], any(x for _, _, x in found))
 
-def id_list_hits(ids: set[int]) -> Hits:
-    return Hits.of([Part(_ID_LIST, [sorted(ids)])])
+    cond, params, session = condition(tree)
+    return Hits.of([Part(cond, params, session=session)])
 
 
 # --------------------------------------------------------------------------------- the page
