@@ -11,8 +11,9 @@ What SQLite gets from one file and one write lock, a server gets from transactio
   a serializable unit waits for a lock at most as long as SQLite's busy timeout (``SET LOCAL
   lock_timeout``), so a transaction that holds rows for minutes makes it give up within its
   budget instead of hanging; an append's lock waits and statements are bounded by what is left
-  of its budget (``lock_timeout`` and ``statement_timeout``, one round trip), since a table
-  another session holds (``LOCK TABLE``) would otherwise stall the agent's turn for as long;
+  of its budget (``lock_timeout`` and ``statement_timeout``, sent in the message that begins
+  the transaction: no round trip of their own), since a table another session holds
+  (``LOCK TABLE``) would otherwise stall the agent's turn for as long;
 * readers get one ``REPEATABLE READ`` snapshot per transaction, as SQLite's WAL readers do, and
   engines opened read-only make every transaction ``READ ONLY``; a reader waits for a lock at
   most ``db.engine.READ_BUDGET_S`` (its statements are not bounded: exports and copies read long);
@@ -90,16 +91,18 @@ _VALUE_LIMITS = {"54000": "a value is too large for the server to index",
                  "22003": "a number is out of range for a 64-bit integer"}
 _NO_DATABASE = "3D000"
 _NO_DATABASE_RE = re.compile(r'database ".*" does not exist')
-# Both bounds of one unit in one round trip, transaction-local (``set_config(…, true)`` is SET
-# LOCAL with bound values). A shorter ``statement_timeout`` the session already has (from the
-# URL's ``options``) is kept: the caller asked for it.
-_BOUNDS = text(
-    "SELECT set_config('lock_timeout', :lock_ms, true), set_config('statement_timeout', "
-    "CASE WHEN s.ms > 0 AND s.ms < CAST(:statement_n AS bigint) THEN CAST(s.ms AS text) "
-    "ELSE CAST(:statement_ms AS text) END, true) "
+# A unit's bounds travel in the message that begins it (:func:`bound_unit`): ``BEGIN …`` and a
+# ``set_config(…, true)`` (SET LOCAL) sent as one simple query, one round trip where psycopg's
+# own ``BEGIN`` and a bound statement after it took two (a third of a short read or append).
+# The values are integers we format, never text from a caller. A shorter ``statement_timeout``
+# the session already has (from the URL's ``options``) is kept: the caller asked for it.
+_BOUNDS = (
+    "SELECT set_config('lock_timeout', '{lock_ms}', true), set_config('statement_timeout', "
+    "CASE WHEN s.ms > 0 AND s.ms < {statement_ms} THEN CAST(s.ms AS text) "
+    "ELSE '{statement_ms}' END, true) "
     "FROM (SELECT CAST(extract(epoch FROM CAST(current_setting('statement_timeout') AS interval))"
     " * 1000 AS bigint) AS ms) AS s")
-_LOCK_BOUND = text("SELECT set_config('lock_timeout', :lock_ms, true)")
+_LOCK_BOUND = "SELECT set_config('lock_timeout', '{lock_ms}', true)"
 _QUERY_CANCELED = "57014"
 _LOCK_NOT_AVAILABLE = "55P03"
 # A refused login (invalid_authorization_specification, invalid_password), also known by its
@@ -343,15 +346,48 @@ def _integrity_message(state: str, err: BaseException) -> str:
 
 
 def bound_unit(conn: Connection, *, lock_wait_s: float, budget_s: float | None) -> None:
-    """First statement of a transaction: no lock wait past ``lock_wait_s`` and no statement
+    """Begin the transaction of ``conn``: no lock wait past ``lock_wait_s`` and no statement
     past ``budget_s`` (what is left of the unit's time budget; None: no bound of ours), so a
     table held by another session (``LOCK TABLE``, a long migration) ends in
-    :class:`StoreBusyError`, not a hang."""
+    :class:`StoreBusyError`, not a hang. Called before the unit's first statement."""
     if budget_s is None:
-        conn.execute(_LOCK_BOUND, {"lock_ms": _ms(lock_wait_s)})
+        bounds = _LOCK_BOUND.format(lock_ms=_ms(lock_wait_s))
+    else:
+        bounds = _BOUNDS.format(lock_ms=_ms(min(lock_wait_s, budget_s)),
+                                statement_ms=_ms(budget_s))
+    driver = conn.connection.driver_connection
+    if driver is None or driver.info.transaction_status != _IDLE:
+        conn.exec_driver_sql(bounds)  # a transaction already open: the bounds alone
         return
-    conn.execute(_BOUNDS, {"lock_ms": _ms(min(lock_wait_s, budget_s)),
-                           "statement_ms": _ms(budget_s), "statement_n": _ms(budget_s)})
+    begin = f"{_begin_of(driver)}; {bounds}"
+    result = driver.pgconn.exec_(begin.encode())  # simple query: several statements, one trip
+    if result.status in (_COMMAND_OK, _TUPLES_OK):
+        return
+    from psycopg import errors as pg_errors
+
+    err = pg_errors.error_from_result(result, encoding=driver.info.encoding)
+    lost = driver.pgconn.status != _CONNECTION_OK
+    if lost:
+        conn.invalidate(err)
+    # Wrapped as SQLAlchemy wraps a statement's error, so the unit's handling is the same (a
+    # canceled bound is StoreBusyError, a lost server StoreUnavailableError).
+    raise exc.DBAPIError.instance(begin, None, err, pg_errors.Error, connection_invalidated=lost)
+
+
+# libpq's codes (psycopg.pq's enums hold the same numbers; read here without importing psycopg).
+_IDLE, _COMMAND_OK, _TUPLES_OK, _CONNECTION_OK = 0, 1, 2, 0
+
+
+def _begin_of(driver: Any) -> str:
+    """The ``BEGIN`` psycopg would send for ``driver``'s settings (isolation, read-only)."""
+    words = ["BEGIN"]
+    if driver.isolation_level is not None:
+        words.append("ISOLATION LEVEL " + driver.isolation_level.name.replace("_", " "))
+    if driver.read_only is not None:
+        words.append("READ ONLY" if driver.read_only else "READ WRITE")
+    if driver.deferrable is not None:
+        words.append("DEFERRABLE" if driver.deferrable else "NOT DEFERRABLE")
+    return " ".join(words)
 
 
 def _ms(seconds: float) -> str:

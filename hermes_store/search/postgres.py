@@ -18,11 +18,13 @@ column's text split at punctuation since revision 0020).
 A route's hits are :class:`Part` s, each a condition on one ``messages`` row (and its session);
 the parts of a route never share a row, so no hit list needs grouping. A page is one ``SELECT``
 on ``messages`` with the parts' conditions ORed. Ranked (``-ts_rank_cd``, lower is better, as
-bm25) it ranks every hit. In time order (``newest``/``oldest``, and routes without a rank) it is
-ordered by ``(timestamp, id)``, which revision 0021's index serves: the planner walks it and
-stops at the page for a common term, or reads the GIN indexes and sorts the few hits of a rare
-one. That choice needs the terms, so those statements are never prepared (``Sql.prepare``): a
-generic plan could walk the whole table for a rare term. Neither are filtered pages.
+bm25) it ranks the newest ``RANK_WINDOW`` hits (all of them when there are no more). In time
+order (``newest``/``oldest``, and routes without a rank) it is ordered by ``(timestamp, id)``,
+which revision 0021's index serves: the planner walks it and stops at the page for a common
+term, or reads the GIN indexes and sorts the few hits of a rare one. That choice needs the
+terms, so those statements are never prepared (``Sql.prepare``): a generic plan could walk the
+whole table for a rare term. Neither are ranked pages (their window is found the same way) or
+filtered ones.
 
 Snippets are cut from the stored text (``search.snippets``). Values are bound, never spliced;
 the select list of the page is ``sqlite.PAGE_COLUMNS``, so rows are read by the same getters.
@@ -71,10 +73,7 @@ _TRIGRAM = "{like}"
 # Rows another program wrote wait for ``bigrams.catch_up`` (a partial index holds their ids).
 _PENDING_LIKE = "m.hs_search_cjk IS NULL AND {like}"
 _IN_SOURCES = "s.source = ANY(%s::text[]) AND {like}"
-_ID_LIST = "m.id = ANY(%s::bigint[])"
-_LITERAL_CHECK = """
-SELECT id FROM messages WHERE id = ANY(%s::bigint[])
-  AND (content ILIKE %s ESCAPE '\\' OR tool_name ILIKE %s ESCAPE '\\') IS TRUE"""
+_LITERAL_CHECK = "(m.content ILIKE %s ESCAPE '\\' OR m.tool_name ILIKE %s ESCAPE '\\') IS TRUE"
 
 # A rewound row (active = 0, compacted = 0) is hidden from default searches
 # (docs/v21.md#parameters).
@@ -93,6 +92,30 @@ _RANKED_PAGE = """
 SELECT m.id AS id, {rank} AS best, m.timestamp AS ts FROM messages AS m{join}
 WHERE ({cond}){where}
 ORDER BY best, m.timestamp DESC, m.id DESC
+LIMIT %s OFFSET %s"""
+# Ranking reads each hit's tsvector, so a ranked page ranks a bounded window: the newest
+# RANK_WINDOW hits (docs/search.md#top-k-on-postgresql). A query with fewer hits is ranked
+# exactly as a whole; past the window, older hits follow the ranked ones newest first (best 1.0,
+# after every rank, which is at most 0), so every page is a slice of one order. The window is
+# found like a time-ordered page (the time index walked, or the few hits sorted) and carries
+# the two columns a rank reads (``_rank``: the word and bigram matches and scores), so no row is
+# read twice.
+RANK_WINDOW = 1000
+_WINDOW = """
+SELECT m.id AS id, {rank} AS best, m.timestamp AS ts
+FROM (SELECT m.id, m.timestamp, m.hs_search_words, m.hs_search_cjk FROM messages AS m{join}
+      WHERE ({cond}){where}
+      ORDER BY m.timestamp DESC, m.id DESC LIMIT {window}) AS m"""
+_WINDOW_PAGE = _WINDOW + """
+ORDER BY best, ts DESC, id DESC
+LIMIT %s OFFSET %s"""
+_PAST_WINDOW_PAGE = """
+SELECT id, best, ts FROM (""" + _WINDOW + """
+UNION ALL
+(SELECT m.id, 1.0::float8, m.timestamp FROM messages AS m{join}
+ WHERE ({cond}){where}
+ ORDER BY m.timestamp DESC, m.id DESC OFFSET {window})) AS page
+ORDER BY best, ts DESC, id DESC
 LIMIT %s OFFSET %s"""
 _TIMED_PAGE = """
 SELECT m.id AS id, 0.0::float8 AS best, m.timestamp AS ts FROM messages AS m{join}
@@ -285,16 +308,36 @@ def route_hits(route: str, tree: Node, layout: SearchLayout, sources: list[str] 
     return Hits.of([_like_part("{like}", tree, _ALL_COLUMNS, session=False)])
 
 
-def ids_of(hits: Sql) -> Sql:
-    return Sql(_IDS_OF.format(hits=hits.text), hits.params)
+def literal_checked(hits: Hits, pattern: str) -> Hits:
+    """Those of ``hits`` whose stored text really holds ``pattern`` (a LIKE pattern), unranked."""
+    check = f"({_any_of(hits.parts)}) AND {_LITERAL_CHECK}"
+    return Hits.of([Part(check, [*hits.params, pattern, pattern],
+                         session=any(p.session for p in hits.parts))])
 
 
-def literal_check(ids: set[int], pattern: str) -> Sql:
-    return Sql(_LITERAL_CHECK, [sorted(ids), pattern, pattern])
+def tree_hits(tree: Node, term_hits: Callable[[Term], Sql]) -> Hits:
+    """The hits of ``tree`` combined from each term's hits on its own route, unranked: every
+    route's hits are conditions on one ``messages`` row, so AND, OR and NOT of terms are those
+    of their conditions, one statement the planner answers with one bitmap (or a walk of the
+    time index for a page of common terms); no term's ids are gathered first."""
 
+    def condition(node: Node) -> tuple[str, list[Any], bool]:
+        if isinstance(node, Term):
+            hits = term_hits(node)
+            assert isinstance(hits, Hits)
+            return (f"({_any_of(hits.parts)})", list(hits.params),
+                    any(p.session for p in hits.parts))
+        if isinstance(node, Not):
+            (left, lp, ls), (right, rp, rs) = condition(node.left), condition(node.right)
+            # A NULL (an ILIKE over a NULL tool name) must not hide the row: only TRUE excludes.
+            return f"({left} AND NOT ({right} IS TRUE))", [*lp, *rp], ls or rs
+        found = [condition(child) for child in node.children]
+        glue = " AND " if isinstance(node, And) else " OR "
+        return ("(" + glue.join(c for c, _, _ in found) + ")",
+                [x for _, params, _ in found for x in params], any(x for _, _, x in found))
 
-def id_list_hits(ids: set[int]) -> Hits:
-    return Hits.of([Part(_ID_LIST, [sorted(ids)])])
+    cond, params, session = condition(tree)
+    return Hits.of([Part(cond, params, session=session)])
 
 
 # --------------------------------------------------------------------------------- the page
@@ -336,6 +379,20 @@ def _ranked_page(hits: Hits, filters: Filters, hide: bool, limit: int, offset: i
     return Sql(text, [*rank_params, *hits.params, *where_params, limit, offset])
 
 
+def _window_page(hits: Hits, filters: Filters, hide: bool, limit: int, offset: int,
+                 window: int) -> Sql:
+    where, where_params = _where(filters, hide)
+    rank, rank_params = _rank(hits.parts)
+    session = filters.any or any(p.session for p in hits.parts)
+    fields = {"rank": rank, "join": _SESSION_JOIN if session else "",
+              "cond": _any_of(hits.parts), "where": where, "window": int(window)}
+    inner = [*rank_params, *hits.params, *where_params]
+    if offset + limit <= window:
+        return Sql(_WINDOW_PAGE.format(**fields), [*inner, limit, offset])
+    return Sql(_PAST_WINDOW_PAGE.format(**fields),
+               [*inner, *hits.params, *where_params, limit, offset])
+
+
 def _timed_page(hits: Hits, order: str, filters: Filters, hide: bool, limit: int,
                 offset: int) -> Sql:
     where, where_params = _where(filters, hide)
@@ -351,7 +408,10 @@ def page_statement(hits: Sql, tree: Node, layout: SearchLayout, order: str, filt
     ``order == "rank"`` when a part has a rank, else in time order (unprepared: see above)."""
     assert isinstance(hits, Hits)
     ranked = order == "rank" and hits.ranked
-    if ranked:
+    windowed = ranked and RANK_WINDOW > 0
+    if windowed:
+        page = _window_page(hits, filters, hide, limit, offset, RANK_WINDOW)
+    elif ranked:
         page = _ranked_page(hits, filters, hide, limit, offset)
     else:
         page = _timed_page(hits, "oldest" if order == "oldest" else "newest", filters, hide,
@@ -360,7 +420,7 @@ def page_statement(hits: Sql, tree: Node, layout: SearchLayout, order: str, filt
     # Filters are "NULL or one of" conditions a generic plan cannot fold: it read every message
     # of the filtered sessions through their session index (40× the pages of the plan made for
     # the values), so a filtered page is planned for its values too.
-    if ranked and not filters.any:
+    if ranked and not windowed and not filters.any:
         return Sql(_PAGE.format(page=page.text, order=_ORDERS[kind]), page.params)
     return PageIds(page.text, page.params, prepare=False, order=kind)
 

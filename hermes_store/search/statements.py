@@ -137,34 +137,20 @@ def _plan(tree: Node, layout: SearchLayout, role_filter: list[str] | None) -> _P
     return _Plan(tree, routes)
 
 
-def _term_ids(conn: Connection, term: Term, route: str, layout: SearchLayout,
-              sources: list[str] | None) -> set[int]:
-    sql = _statements(conn)
-    found = sql.ids_of(sql.route_hits(route, term, layout, sources, scored=False))
-    ids = {row_id for (row_id,) in _fetch(conn, found)}
-    if ids and route in ("word", "bigram") and term.needs_literal_check:
-        check = sql.literal_check(ids, term.like_pattern())
-        ids = {row_id for (row_id,) in _fetch(conn, check)}
-    return ids
-
-
-def _term_hits(term: Term, route: str, layout: SearchLayout, sources: list[str] | None) -> Sql:
-    hits = sqlite.route_hits(route, term, layout, sources, scored=False)
+def _term_hits(sql: Any, term: Term, route: str, layout: SearchLayout,
+               sources: list[str] | None) -> Sql:
+    hits = sql.route_hits(route, term, layout, sources, scored=False)
     if route in ("word", "bigram") and term.needs_literal_check:
-        return sqlite.literal_checked(hits, term.like_pattern())
-    return hits
+        return sql.literal_checked(hits, term.like_pattern())  # type: ignore[no-any-return]
+    return hits  # type: ignore[no-any-return]
 
 
 def _combined_hits(conn: Connection, plan: _Plan, layout: SearchLayout,
                    sources: list[str] | None) -> Sql | None:
-    """The hits of a query whose terms take several routes; None when there are none."""
+    """The hits of a query whose terms take several routes, combined in SQL."""
     sql = _statements(conn)
-    if sql is sqlite:
-        return sqlite.tree_hits(plan.tree,
-                                lambda t: _term_hits(t, plan.routes[t], layout, sources))
-    ids = language.evaluate_tree(
-        plan.tree, lambda t: _term_ids(conn, t, plan.routes[t], layout, sources))
-    return sql.id_list_hits(ids) if ids else None
+    return sql.tree_hits(  # type: ignore[no-any-return]
+        plan.tree, lambda t: _term_hits(sql, t, plan.routes[t], layout, sources))
 
 
 # --------------------------------------------------------------------------------- results
