@@ -130,7 +130,8 @@ def chart(fig: dict[str, Any], path: Path) -> None:
 
 SCALE_LABELS = {"word": LABELS["word"], "phrase": LABELS["phrase"], "prefix": LABELS["prefix"],
                 "substring": LABELS["substring"], "cjk1": "1-char CJK", "cjk2": LABELS["cjk2"],
-                "mixed": LABELS["mixed"], "filtered": "word + source/role filters"}
+                "mixed": LABELS["mixed"], "filtered": "word + source/role filters",
+                "newest": "word, newest first"}
 SCALE_LAYOUTS = {"head": "library (head)", "floor": "raw sqlite3 floor (head)",
                  "inline": "agent's v11 layout"}
 SCALE_FLOOR_TARGET = 1.2
