@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import math
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 

@@ -142,7 +142,7 @@ _PENDING_COUNT = "SELECT count(*) FROM hs_cjk_pending"
 
 
 # Once a side row holds Latin glued to CJK, Latin terms read the bigram index too (revision 0025).
-_MARK_GLUED = (f"INSERT INTO state_meta (key, value) VALUES ('{names.CJK_GLUED_LATIN}', '1') "
+MARK_GLUED = (f"INSERT INTO state_meta (key, value) VALUES ('{names.CJK_GLUED_LATIN}', '1') "
                "ON CONFLICT (key) DO UPDATE SET value = '1' WHERE value IS NOT '1'")
 
 
@@ -187,7 +187,7 @@ def _write(conn: Connection, rows: Iterable[Sequence[object]]) -> None:
     if values:
         conn.exec_driver_sql(_INSERT_SIDE, values)
     if any_glued:
-        conn.exec_driver_sql(_MARK_GLUED)
+        conn.exec_driver_sql(MARK_GLUED)
 
 
 def _sync(conn: Connection, ids: list[int]) -> None:
@@ -215,7 +215,7 @@ def _sync_one(conn: Connection, row_id: int) -> list[int]:
         if side is not None:
             cursor.execute(_INSERT_SIDE, (row_id, *side))
             if _glued_row(found[0], found[1]):
-                cursor.execute(_MARK_GLUED)
+                cursor.execute(MARK_GLUED)
         cursor.execute(_CLEAR_PENDING_ONE, (row_id,))
         return [r[0] for r in cursor.execute(_PENDING_IDS, (OPPORTUNISTIC_DRAIN,))]
     finally:
