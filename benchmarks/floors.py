@@ -75,6 +75,8 @@ def sqlite_append(con: sqlite3.Connection, n: int, session_id: str, role: str, c
     side = bigrams.side_row(*found) if found else None
     if side:
         con.execute(SIDE, (new_id, *side))
+        if bigrams.glued(found[0]) or bigrams.glued(found[1]):
+            con.execute(bigrams.MARK_GLUED)
     con.execute(CLEAR, (new_id,))
     con.execute(DRAIN).fetchall()
     con.execute("COMMIT")

@@ -33,6 +33,7 @@ QUERIES: dict[str, tuple[str, dict[str, Any]]] = {
     "mixed": ("docker 部署", {}),
     "filtered": ("docker deployment", {"source_filter": ["telegram", "discord"],
                                        "role_filter": ["user"]}),
+    "newest": ("docker deployment", {"sort": "newest"}),
 }
 KINDS = tuple(QUERIES)
 
@@ -91,6 +92,14 @@ ORDER BY m.timestamp DESC, m.id DESC LIMIT 20"""
 Query = Callable[[sqlite3.Connection], list[tuple]]
 
 
+# Newest first: every hit of the word index, joined and ordered by time.
+WORD_NEWEST = """
+SELECT m.id, m.session_id, m.role, snippet(hs_fts, -1, '>>>', '<<<', '...', 40), m.timestamp,
+       m.tool_name, s.source, s.model, s.started_at
+FROM hs_fts JOIN messages m ON m.id = hs_fts.rowid JOIN sessions s ON s.id = m.session_id
+WHERE hs_fts MATCH ? ORDER BY m.timestamp DESC, m.id DESC LIMIT 20"""
+
+
 def _with_context(con: sqlite3.Connection, rows: list[tuple]) -> list[tuple]:
     ids = [r[0] for r in rows]
     if not ids:
@@ -123,11 +132,12 @@ def _marks(values: list[str]) -> str:
     return ",".join("?" * len(values))
 
 
-def _filtered(match: str, terms: list[str], sources: list[str], roles: list[str]) -> Query:
-    """The floor of a filtered ranked query: word and bigram matches, filtered, best 20."""
-    sql = FILTERED_PAGE.format(top=f"{WORD_ALL} UNION ALL {BIGRAM_ALL}",
-                               sources=_marks(sources), roles=_marks(roles))
-    params = [match, match, match, *sources, *roles]
+def _filtered(match: str, terms: list[str], sources: list[str], roles: list[str],
+              bigram: bool = True) -> Query:
+    """The floor of a filtered ranked query: word (and bigram) matches, filtered, best 20."""
+    top = f"{WORD_ALL} UNION ALL {BIGRAM_ALL}" if bigram else WORD_ALL
+    sql = FILTERED_PAGE.format(top=top, sources=_marks(sources), roles=_marks(roles))
+    params = [match, match, *([match] if bigram else []), *sources, *roles]
 
     def run(con: sqlite3.Connection) -> list[tuple]:
         out = []
@@ -140,11 +150,20 @@ def _filtered(match: str, terms: list[str], sources: list[str], roles: list[str]
 
 
 def _inline_filtered(match: str, sources: list[str], roles: list[str]) -> Query:
-    sql = INLINE_FILTERED.format(sources=_marks(sources), roles=_marks(roles))
+    sql = _v11(INLINE_FILTERED).format(sources=_marks(sources), roles=_marks(roles))
     params = [match, *sources, *roles]
 
     def run(con: sqlite3.Connection) -> list[tuple]:
         return _with_context(con, con.execute(sql, params).fetchall())
+
+    return run
+
+
+def _newest(match: str, v11: bool = False) -> Query:
+    sql = _v11(WORD_NEWEST) if v11 else WORD_NEWEST
+
+    def run(con: sqlite3.Connection) -> list[tuple]:
+        return _with_context(con, con.execute(sql, (match,)).fetchall())
 
     return run
 
@@ -175,19 +194,49 @@ FLOOR: dict[str, Query] = {
         "docker", "docker", 'text : "部署"', terms=["docker", "部署"]),
     "filtered": _filtered("docker AND deployment", ["docker", "deployment"],
                           _FILTERS["source_filter"], _FILTERS["role_filter"]),
+    "newest": _newest("docker AND deployment"),
 }
-_LIKE3 = "(m.content LIKE ? OR m.tool_name LIKE ? OR m.tool_calls LIKE ?)"
-INLINE: dict[str, Query] = {
-    "word": _ranked((WORD_TOP, "docker deployment")),
+# The floor on a store that records no Latin glued to CJK (revision 0025): a Latin term needs
+# the word index alone (docs/search.md#the-row-split).
+FLOOR_UNGLUED: dict[str, Query] = {
+    **FLOOR,
+    "word": _ranked((WORD_TOP, "docker AND deployment")),
     "phrase": _ranked((WORD_TOP, '"docker deployment"')),
     "prefix": _ranked((WORD_TOP, "deploy*")),
-    "substring": _ranked((TRIGRAM_TOP, '"数据库迁移"')),
+    "mixed": _by_time(
+        "m.id IN (SELECT rowid FROM hs_fts WHERE hs_fts MATCH ?) "
+        "AND m.id IN (SELECT rowid FROM hs_fts_cjk WHERE hs_fts_cjk MATCH ?)",
+        "docker", 'text : "部署"', terms=["docker", "部署"]),
+    "filtered": _filtered("docker AND deployment", ["docker", "deployment"],
+                          _FILTERS["source_filter"], _FILTERS["role_filter"], bigram=False),
+}
+
+
+def floor_for(con: sqlite3.Connection) -> dict[str, Query]:
+    """The floor queries for the store behind ``con``: both indexes for a Latin term only when
+    a row of the bigram index may hold Latin glued to CJK."""
+    row = con.execute("SELECT value FROM state_meta WHERE key = 'hs_cjk_glued_latin'").fetchone()
+    return FLOOR_UNGLUED if row is not None and row[0] == "0" else FLOOR
+
+
+_LIKE3 = "(m.content LIKE ? OR m.tool_name LIKE ? OR m.tool_calls LIKE ?)"
+
+
+def _v11(sql: str) -> str:
+    """The same statement on the agent's v11 layout, whose inline indexes keep its own names."""
+    return sql.replace("hs_fts", "messages_fts")
+INLINE: dict[str, Query] = {
+    "word": _ranked((_v11(WORD_TOP), "docker deployment")),
+    "phrase": _ranked((_v11(WORD_TOP), '"docker deployment"')),
+    "prefix": _ranked((_v11(WORD_TOP), "deploy*")),
+    "substring": _ranked((_v11(TRIGRAM_TOP), '"数据库迁移"')),
     "cjk1": _by_time(_LIKE3, *["%桂%"] * 3, terms=["桂"]),
     "cjk2": _by_time(_LIKE3, *["%通信%"] * 3, terms=["通信"]),
     "mixed": _by_time(f"{_LIKE3} AND {_LIKE3}", *(["%docker%"] * 3 + ["%部署%"] * 3),
                       terms=["docker", "部署"]),
     "filtered": _inline_filtered("docker deployment", _FILTERS["source_filter"],
                                  _FILTERS["role_filter"]),
+    "newest": _newest("docker deployment", v11=True),
 }
 
 

@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +131,8 @@ def chart(fig: dict[str, Any], path: Path) -> None:
 
 SCALE_LABELS = {"word": LABELS["word"], "phrase": LABELS["phrase"], "prefix": LABELS["prefix"],
                 "substring": LABELS["substring"], "cjk1": "1-char CJK", "cjk2": LABELS["cjk2"],
-                "mixed": LABELS["mixed"], "filtered": "word + source/role filters"}
+                "mixed": LABELS["mixed"], "filtered": "word + source/role filters",
+                "newest": "word, newest first"}
 SCALE_LAYOUTS = {"head": "library (head)", "floor": "raw sqlite3 floor (head)",
                  "inline": "agent's v11 layout"}
 SCALE_FLOOR_TARGET = 1.2
@@ -282,7 +284,10 @@ def scale_report(paths: list[Path], stem: Path) -> str:
     table = scale_markdown(data)
     stem.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{stem}.md").write_text(table)
-    scale_chart(data, Path(f"{stem}.png"))
+    try:
+        scale_chart(data, Path(f"{stem}.png"))
+    except ModuleNotFoundError as err:  # the tables stand alone; the chart needs matplotlib
+        print(f"no chart: {err}", file=sys.stderr)
     return table
 
 

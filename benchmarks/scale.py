@@ -49,7 +49,7 @@ from hermes_store.search.statements import search_messages
 
 from . import corpus as corpus_mod
 from . import report
-from .queries import FLOOR, INLINE, KINDS, QUERIES, in_snapshot
+from .queries import INLINE, KINDS, QUERIES, floor_for, in_snapshot
 
 INLINE_REVISION = "0011_v11_inline_fts"
 SIZES = (20_000, 60_000, 200_000)
@@ -172,13 +172,14 @@ def _runners(built: Built) -> tuple[dict[str, Callable[[str], Any]], Callable[[]
         inline.close()
         engine_mod.dispose_all()
 
+    floors = floor_for(floor)
     return {"head": library,
-            "floor": lambda kind: in_snapshot(FLOOR[kind], floor),
+            "floor": lambda kind: in_snapshot(floors[kind], floor),
             "inline": lambda kind: INLINE[kind](inline)}, close
 
 
 def measure(built: Built, repeats: int, budget_s: float,
-            log: Callable[[str], None] = print) -> dict[str, dict[str, dict[str, Any]]]:
+            log: Callable[[str], None] = print, kinds: tuple[str, ...] = KINDS) -> dict[str, dict[str, dict[str, Any]]]:
     """``{kind: {layout: {"min", "median", "n", "hits", "wall", "cpu"}}}``, in seconds.
 
     ``wall`` and ``cpu`` (this process's CPU time: the queries run in process on cached pages,
@@ -188,7 +189,7 @@ def measure(built: Built, repeats: int, budget_s: float,
     runners, close = _runners(built)
     out: dict[str, dict[str, dict[str, Any]]] = {}
     try:
-        for kind in KINDS:
+        for kind in kinds:
             wall: dict[str, list[float | None]] = {layout: [] for layout in LAYOUTS}
             cpu: dict[str, list[float | None]] = {layout: [] for layout in LAYOUTS}
             hits = {layout: len(runners[layout](kind)) for layout in LAYOUTS}  # warm-up
@@ -229,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=20.0,
                         help="seconds a layout may spend on one kind once it has 3 samples")
     parser.add_argument("--label", default="latest", help="names the output files")
+    parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS,
+                        help="query kinds to run (default: all)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--cache", type=Path, default=CACHE)
     parser.add_argument("--build-only", action="store_true", help="build the corpora and stop")
@@ -242,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     runs = []
     for item in built:
-        latency = measure(item, args.repeats, args.budget, log)
+        latency = measure(item, args.repeats, args.budget, log, tuple(args.kinds))
         runs.append({**asdict(item), "latency": latency})
     data = {"sqlite": sqlite3.sqlite_version, "cpus": os.cpu_count(),
             "repeats": args.repeats, "sizes": runs}

@@ -16,7 +16,7 @@ import pytest
 from hermes_store.db.engine import open_engine, reading
 from hermes_store.search.statements import search_messages
 
-from .queries import FLOOR, INLINE, QUERIES, in_snapshot
+from .queries import INLINE, QUERIES, floor_for, in_snapshot
 
 
 @pytest.fixture
@@ -52,7 +52,7 @@ def test_floor(benchmark, raw, kind: str) -> None:
     benchmark.group = f"query:{kind}"
     benchmark.extra_info.update(kind=kind, layout="floor")
     con = raw("head")
-    assert benchmark(in_snapshot, FLOOR[kind], con)
+    assert benchmark(in_snapshot, floor_for(con)[kind], con)
 
 
 @pytest.mark.parametrize("kind", sorted(QUERIES))

@@ -78,3 +78,16 @@ def test_search_entries_go_with_cleared_and_deleted_messages(db: SessionDB) -> N
     assert db.search_messages("记忆") == []
     db.delete_session("cli1")
     assert db.search_messages("docker") == []
+
+
+def test_a_hit_whose_stored_text_is_not_utf8_reads_with_replacement_characters(
+        db: SessionDB, store: str) -> None:
+    import sqlite3
+
+    with sqlite3.connect(store) as con:  # another program's bytes, not valid UTF-8
+        con.execute("INSERT INTO messages (session_id, role, content, timestamp) "
+                    "VALUES ('cli1', 'user', CAST(X'7a6562726120ff206f6b' AS TEXT), 9e9)")
+    (hit,) = db.search_messages("zebra")
+    assert "\ufffd" in hit["context"][-1]["content"]
+    assert "zebra" in hit["snippet"]
+    assert db.search_messages("zebra", sort="newest")[0]["id"] == hit["id"]

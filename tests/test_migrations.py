@@ -102,7 +102,8 @@ def test_legacy_store_is_adopted_with_every_row_intact(legacy_db, version: int) 
     assert migrate.upgrade(path).state == "up-to-date"
 
     for table, rows in before.items():
-        after = _rows(path, table)
+        # Revision 0025 records whether the bigram index holds Latin glued to CJK.
+        after = [r for r in _rows(path, table) if r.get("key") != "hs_cjk_glued_latin"]
         assert len(after) == len(rows), table
         for old, new in zip(rows, after):
             assert {k: _untagged(table, k, new[k]) for k in old} == old, (table, old.get("id"))
@@ -221,7 +222,8 @@ def test_failing_revision_leaves_the_store_at_its_previous_revision(head_store: 
     assert migrate.status(head_store).current == migrate.head_revision()
     assert "half_done" not in table_names(head_store)
     assert "half_column" not in column_names(head_store, "sessions")
-    assert sql(open_engine(head_store), "SELECT * FROM state_meta") == []
+    assert sql(open_engine(head_store),
+               "SELECT * FROM state_meta WHERE key <> 'hs_cjk_glued_latin'") == []
 
 
 def test_failing_revision_rolls_back_a_whole_legacy_adoption(legacy_db, failing_location: str) -> None:

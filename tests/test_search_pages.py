@@ -159,8 +159,10 @@ def test_a_cjk_row_both_indexes_find_gets_the_word_snippet_on_any_page(db: Sessi
     """SQLite-only: PostgreSQL cuts every snippet from the stored text (docs/search.md)."""
     # "zebra" is in most rows, so its word score is poor everywhere; among the rows holding CJK
     # (the bigram index) it is rare, so the CJK row's bigram score puts it first, while 40 rows
-    # outscore it on the word index.
+    # outscore it on the word index. A row with Latin glued to CJK makes Latin terms read the
+    # bigram index at all (docs/search.md#the-row-split).
     db.create_session("s", "cli")
+    db.append_message("s", "user", "修改youer服务端", timestamp=BASE_TS - 1)
     for n in range(40):
         db.append_message("s", "user", "zebra zebra", timestamp=BASE_TS + n)
     for n in range(30):

@@ -293,7 +293,8 @@ class SearchLayout:
     """Which search indexes the store has, and the backfill window the retired ones still serve.
 
     ``bigram`` is the CJK side table (its FTS5 index comes with it); ``window`` is ``(P, H)``:
-    ids in ``(P, H]`` are not in the new indexes yet.
+    ids in ``(P, H]`` are not in the new indexes yet. ``glued`` is false only when the store
+    records that no row of the bigram index holds Latin glued to CJK (``names.CJK_GLUED_LATIN``).
     """
 
     word: bool
@@ -302,6 +303,7 @@ class SearchLayout:
     retired_word: bool
     retired_trigram: bool
     window: tuple[int, int] | None
+    glued: bool = True
 
 
 _LAYOUT_NAMES = (names.WORD_INDEX, names.TRIGRAM_INDEX, CJK_SIDE_TABLE,
@@ -312,7 +314,8 @@ _LAYOUT = f"""
 SELECT (SELECT json_group_array(name) FROM sqlite_master
         WHERE (type = 'table' AND name IN ({", ".join(f"'{t}'" for t in _LAYOUT_NAMES)}))
            OR (type = 'view' AND name = '{BACKFILL_WINDOW_VIEW}')),
-       EXISTS (SELECT 1 FROM state_meta WHERE key = '{names.BACKFILL_HIGH_WATER}')"""
+       EXISTS (SELECT 1 FROM state_meta WHERE key = '{names.BACKFILL_HIGH_WATER}'),
+       (SELECT value FROM state_meta WHERE key = '{names.CJK_GLUED_LATIN}')"""
 
 
 # PostgreSQL (revision 0018): the word and CJK tsvector columns and the trigram index. A
@@ -350,14 +353,14 @@ def search_layout(conn: Connection) -> SearchLayout:
         return found
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
-        names_json, recorded = cursor.execute(_LAYOUT).fetchone()
+        names_json, recorded, glued = cursor.execute(_LAYOUT).fetchone()
     finally:
         cursor.close()
     found = frozenset(json.loads(names_json or "[]"))
     window = _read_window(conn) if recorded and BACKFILL_WINDOW_VIEW in found else None
     return SearchLayout(names.WORD_INDEX in found, names.TRIGRAM_INDEX in found,
                         CJK_SIDE_TABLE in found, names.RETIRED_WORD_INDEX in found,
-                        names.RETIRED_TRIGRAM_INDEX in found, window)
+                        names.RETIRED_TRIGRAM_INDEX in found, window, glued != "0")
 
 
 def backfill_window(conn: Connection) -> tuple[int, int] | None:

@@ -83,6 +83,9 @@ SESSION_ROOT_AU = ours("sessions_root_au")
 # must not be those: a window of ours would stop its triggers and its window ours.
 BACKFILL_HIGH_WATER = ours("backfill_high_water")
 BACKFILL_PROGRESS = ours("backfill_progress")
+# '0' while no row of the CJK bigram index holds a Latin run glued to CJK (revision 0025): Latin
+# terms then need only the word index (docs/search.md#the-row-split).
+CJK_GLUED_LATIN = ours("cjk_glued_latin")
 
 # --------------------------------------------------------------------------- PostgreSQL
 

@@ -67,6 +67,32 @@ CJK_RUN_RE = re.compile(
 )
 
 
+def _separators() -> str:
+    """Characters unicode61 surely splits at: ASCII other than letters and digits, and the
+    punctuation and spaces of the blocks CJK text mixes with (assigned long before the Unicode
+    6.1 tables FTS5 reads)."""
+    ascii_ = "".join(chr(c) for c in range(128) if not chr(c).isalnum())
+    blocks = (range(0xA0, 0xC0), range(0x2000, 0x2070), range(0x3000, 0x3040),
+              range(0xFF00, 0xFF66))
+    wide = "".join(chr(c) for block in blocks for c in block
+                   if unicodedata.category(chr(c))[0] in "PZ")
+    return re.escape(ascii_ + wide)
+
+
+_RUN_CLASS = CJK_RUN_RE.pattern[1:-2]
+_SEPARATORS = _separators()
+# A CJK letter next to a character that is neither CJK nor surely a separator: unicode61 may keep
+# both in one token, so the Latin part is a word of the bigram text alone. Errs towards "glued".
+_GLUED_RE = re.compile(f"[{_RUN_CLASS}][^{_RUN_CLASS}{_SEPARATORS}]"
+                       f"|[^{_RUN_CLASS}{_SEPARATORS}][{_RUN_CLASS}]")
+
+
+def glued(text: str | None) -> bool:
+    """True when ``text`` may hold a run of other letters or digits glued to CJK letters (as in
+    ``修改youer服务端``), which only the bigram index splits into words of their own."""
+    return text is not None and _GLUED_RE.search(text) is not None
+
+
 def contains_cjk(text: str | None) -> bool:
     """True when ``text`` holds a CJK character (the set of docs/search.md#cjk-bigrams)."""
     return text is not None and _CJK_RE.search(text) is not None
@@ -133,6 +159,11 @@ _PENDING_IDS = "SELECT id FROM hs_cjk_pending ORDER BY id LIMIT ?"
 _PENDING_COUNT = "SELECT count(*) FROM hs_cjk_pending"
 
 
+# Once a side row holds Latin glued to CJK, Latin terms read the bigram index too (revision 0025).
+MARK_GLUED = (f"INSERT INTO state_meta (key, value) VALUES ('{names.CJK_GLUED_LATIN}', '1') "
+               "ON CONFLICT (key) DO UPDATE SET value = '1' WHERE value IS NOT '1'")
+
+
 def side_row(text: str | None, tool_name: str | None,
              tool_calls: str | None) -> tuple[str, str | None] | None:
     """The ``(text, calls)`` a covered row stores, or ``None`` when it has no CJK character."""
@@ -140,6 +171,10 @@ def side_row(text: str | None, tool_name: str | None,
         return None
     derived = cjk_bigram_text(" ".join(t for t in (text, tool_name) if t))
     return derived, tool_calls
+
+
+def _glued_row(text: str | None, tool_name: str | None) -> bool:
+    return glued(text) or glued(tool_name)
 
 
 def has_index(conn: Connection) -> bool:
@@ -161,12 +196,16 @@ def has_index(conn: Connection) -> bool:
 
 def _write(conn: Connection, rows: Iterable[Sequence[object]]) -> None:
     values = []
+    any_glued = False
     for row_id, text, tool_name, tool_calls in rows:
         side = side_row(text, tool_name, tool_calls)  # type: ignore[arg-type]
         if side is not None:
             values.append((row_id, *side))
+            any_glued = any_glued or _glued_row(text, tool_name)  # type: ignore[arg-type]
     if values:
         conn.exec_driver_sql(_INSERT_SIDE, values)
+    if any_glued:
+        conn.exec_driver_sql(MARK_GLUED)
 
 
 def _sync(conn: Connection, ids: list[int]) -> None:
@@ -193,6 +232,8 @@ def _sync_one(conn: Connection, row_id: int) -> list[int]:
         side = side_row(*found) if found is not None else None
         if side is not None:
             cursor.execute(_INSERT_SIDE, (row_id, *side))
+            if _glued_row(found[0], found[1]):
+                cursor.execute(MARK_GLUED)
         cursor.execute(_CLEAR_PENDING_ONE, (row_id,))
         return [r[0] for r in cursor.execute(_PENDING_IDS, (OPPORTUNISTIC_DRAIN,))]
     finally:

@@ -315,10 +315,11 @@ def _word_parts(tree: Node, layout: SearchLayout, scored: bool) -> list[Sql]:
     parts: list[Sql] = []
     if layout.word:
         match = language.render_match(tree, "word")
-        if layout.bigram:
+        if layout.bigram and layout.glued:
             # On the rows it holds, the bigram index finds every Latin term the word index
             # finds (and Latin runs glued to CJK too). Without NOT the expression is monotone,
-            # so the union of both equals the row split and costs no per-hit exclusion.
+            # so the union of both equals the row split and costs no per-hit exclusion. While
+            # no row holds Latin glued to CJK, both answer alike: the word index alone serves.
             split = _has_not(tree)
             word = _WORD_HITS_SPLIT if split else _WORD_HITS
             parts.append(Sql(word[scored], [match]))

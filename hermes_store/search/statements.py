@@ -23,13 +23,13 @@ indexes the store has is the schema catalog's answer (``db.catalog.search_layout
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
-
 
 from hermes_store.content import MULTIMODAL_PREFIX, text_of
 from hermes_store.db import catalog
@@ -69,7 +69,10 @@ def _fetch(conn: Connection, statement: Sql) -> list[Any]:
     Search statements are read-only FTS5 SQL built from fixed fragments; SQLAlchemy's
     per-statement result machinery cost as much as the statements themselves here.
     """
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    raw = conn.connection.driver_connection
+    if isinstance(raw, sqlite3.Connection):
+        return _fetch_sqlite(raw, statement)
+    cursor = raw.cursor()  # type: ignore[union-attr]
     try:
         if statement.prepare is None:
             return cursor.execute(statement.text, tuple(statement.params)).fetchall()
@@ -77,6 +80,22 @@ def _fetch(conn: Connection, statement: Sql) -> list[Any]:
                               prepare=statement.prepare).fetchall()
     finally:
         cursor.close()
+
+
+def _fetch_sqlite(raw: sqlite3.Connection, statement: Sql) -> list[Any]:
+    """The page is decoded by sqlite3's own UTF-8 decoder (the store's text factory, a Python
+    call per text value, cost a tenth of a 20-hit page); only a page holding text that is not
+    UTF-8 is read again with it (``sqlite_driver.decode_text``: replacement characters)."""
+    factory = raw.text_factory
+    raw.text_factory = str
+    try:
+        return raw.execute(statement.text, statement.params).fetchall()
+    except sqlite3.OperationalError as err:
+        if "decode" not in str(err):
+            raise
+    finally:
+        raw.text_factory = factory
+    return raw.execute(statement.text, statement.params).fetchall()
 
 
 def _statements(conn: Connection) -> Any:
@@ -116,10 +135,11 @@ class _Plan:
 
 def _route_indexes(route: str, layout: SearchLayout) -> tuple[str, ...]:
     """The FTS5 indexes a route reads on SQLite: the word route reads the bigram index too, for
-    the rows holding CJK text (so a damaged bigram index fails Latin words as well: their hits
-    in those rows would be missing)."""
+    the rows holding Latin glued to CJK text (so a damaged bigram index fails Latin words as
+    well: their hits in those rows would be missing)."""
     if route == "word" and layout.word:
-        return (catalog.WORD_FTS, catalog.CJK_FTS) if layout.bigram else (catalog.WORD_FTS,)
+        both = layout.bigram and layout.glued
+        return (catalog.WORD_FTS, catalog.CJK_FTS) if both else (catalog.WORD_FTS,)
     if route == "trigram" and layout.trigram:
         return (catalog.TRIGRAM_FTS,)
     if route == "bigram" and layout.bigram:
@@ -230,13 +250,14 @@ def search_messages(db: Session | Connection, query: str | None, *,
     ``include_inactive`` (compacted ones stay findable). ``syntax``: what ``-word`` means
     (``language.SYNTAXES``: ``agent`` reads it as a word, ``exclusions`` excludes it, as the
     command line does)."""
-    query = language.apply_syntax(query, syntax)
+    if syntax not in language.SYNTAXES:
+        language.apply_syntax(query, syntax)  # raises, naming the readings
     if int(limit) < 0 or int(offset) < 0:
         raise ValueError(f"limit and offset must be >= 0 (got limit={limit}, offset={offset})")
     sources = _normalize_list(source_filter)
     if limit == 0 or sources == []:
         return []
-    tree = language.build_tree(language.parse_query(language.sanitize_query(query)))
+    tree = _query_tree(query, syntax) if isinstance(query, str) else _parse(query, syntax)
     if tree is None:
         return []
     orm = sys.modules.get("sqlalchemy.orm")  # not loaded: ``db`` cannot be a Session
@@ -255,19 +276,38 @@ def search_messages(db: Session | Connection, query: str | None, *,
         return []
 
 
+def _parse(query: str | None, syntax: str) -> Node | None:
+    text = language.apply_syntax(query, syntax)
+    return language.build_tree(language.parse_query(language.sanitize_query(text)))
+
+
+# The same few queries come back (an agent's memory lookups, a user's paging): their trees and,
+# on SQLite, their page statements are kept, so a repeated search is the statement alone.
+_query_tree = functools.lru_cache(maxsize=256)(_parse)
+
+
 def _search(conn: Connection, tree: Node, filters: Filters, limit: int, offset: int,
             sort: str | None, hide: bool = False) -> list[dict[str, Any]]:
     """One search; on SQLite, damage to an index it reads is an error, never fewer hits
     (docs/search.md#damage): FTS5's own complaints are translated, and an answer shorter than
     ``limit`` is trusted only once the indexes pass ``index_health``'s bounded probe."""
     layout = catalog.search_layout(conn)
-    plan = _plan(tree, layout, filters.roles)
-    indexes = plan.indexes(layout) if _statements(conn) is sqlite else ()
+    sqlite_store = _statements(conn) is sqlite
     try:
-        found = _answer(conn, plan, layout, filters, limit, offset, sort, hide)
+        if sqlite_store:
+            statement, indexes = _sqlite_page(tree, layout, _key(filters.sources),
+                                              _key(filters.excluded), _key(filters.roles),
+                                              limit, offset, sort, hide)
+            found = _results(_fetch(conn, statement), tree) if statement is not None else []
+        else:
+            indexes = ()
+            found = _answer(conn, _plan(tree, layout, filters.roles), layout, filters, limit,
+                            offset, sort, hide)
     except (sqlite3.DatabaseError, *driver_errors()[1:]) as err:
-        if indexes and (is_index_damage(err) or is_corrupt(err)):
-            raise search_index_damaged(err, indexes) from err
+        if sqlite_store and (is_index_damage(err) or is_corrupt(err)):
+            indexes = _plan(tree, layout, filters.roles).indexes(layout)
+            if indexes:
+                raise search_index_damaged(err, indexes) from err
         raise
     if indexes and len(found) < limit:
         failed = index_health.verified(conn, indexes, layout.window)
@@ -278,30 +318,58 @@ def _search(conn: Connection, tree: Node, filters: Filters, limit: int, offset: 
     return found
 
 
+def _key(values: list[str] | None) -> tuple[str, ...] | None:
+    return None if values is None else tuple(values)
+
+
+@functools.lru_cache(maxsize=256)
+def _sqlite_page(tree: Node, layout: SearchLayout, sources: tuple[str, ...] | None,
+                 excluded: tuple[str, ...] | None, roles: tuple[str, ...] | None, limit: int,
+                 offset: int, sort: str | None,
+                 hide: bool) -> tuple[Sql | None, tuple[str, ...]]:
+    """The page statement of a SQLite search (None when it can find nothing) and the FTS5
+    indexes it reads. Pure: on SQLite the terms of several routes meet in the statement."""
+    filters = Filters(*(None if v is None else list(v) for v in (sources, excluded, roles)))
+    plan = _plan(tree, layout, filters.roles)
+    hits, route, ranked = _hits(None, plan, layout, filters, sort)
+    if hits is None:
+        return None, plan.indexes(layout)
+    # Snippets only from the index the hits came from: a statement naming an index that
+    # fails to load fails whole, and one index's damage must not stop another's route.
+    shown = replace(layout, word=layout.word and route == "word",
+                    trigram=layout.trigram and route == "trigram")
+    order = sort or ("rank" if ranked else "newest")
+    statement = sqlite.page_statement(hits, tree, shown, order, filters, limit, offset, hide=hide)
+    return statement, plan.indexes(layout)
+
+
+def _hits(conn: Connection | None, plan: _Plan, layout: SearchLayout, filters: Filters,
+          sort: str | None) -> tuple[Sql | None, str | None, bool]:
+    """The hit list of ``plan``, its single route (None for several) and whether it is ranked;
+    ``conn`` only on PostgreSQL, whose terms on several routes are looked up one by one."""
+    route = plan.single_route
+    if route is None:
+        found = (sqlite.tree_hits(plan.tree, lambda t: _term_hits(t, plan.routes[t], layout,
+                                                                   filters.sources))
+                 if conn is None else _combined_hits(conn, plan, layout, filters.sources))
+        return found, None, False
+    ranked = route in ("word", "trigram", "bigram")
+    statements = sqlite if conn is None else _statements(conn)
+    # Scores only where they order the page: bm25 for every hit is most of a MATCH's cost.
+    hits = statements.route_hits(route, plan.tree, layout, filters.sources,
+                                 scored=ranked and sort is None)
+    return hits, route, ranked
+
+
 def _answer(conn: Connection, plan: _Plan, layout: SearchLayout, filters: Filters, limit: int,
             offset: int, sort: str | None, hide: bool) -> list[dict[str, Any]]:
-    sql = _statements(conn)
-    tree = plan.tree
-    route = plan.single_route
-    if route is not None:
-        ranked = route in ("word", "trigram", "bigram")
-        # Scores only where they order the page: bm25 for every hit is most of a MATCH's cost.
-        hits = sql.route_hits(route, tree, layout, filters.sources,
-                              scored=ranked and sort is None)
-    else:
-        ranked = False
-        found = _combined_hits(conn, plan, layout, filters.sources)
-        if found is None:
-            return []
-        hits = found
+    """A PostgreSQL search (``search.postgres``'s statements)."""
+    hits, _, ranked = _hits(conn, plan, layout, filters, sort)
+    if hits is None:
+        return []
     order = sort or ("rank" if ranked else "newest")
-    if sql is sqlite:
-        # Snippets only from the index the hits came from: a statement naming an index that
-        # fails to load fails whole, and one index's damage must not stop another's route.
-        layout = replace(layout, word=layout.word and route == "word",
-                         trigram=layout.trigram and route == "trigram")
-    return _results(_page(conn, hits, tree, layout, order, filters, limit, offset, hide=hide),
-                    tree)
+    return _results(_page(conn, hits, plan.tree, layout, order, filters, limit, offset,
+                          hide=hide), plan.tree)
 
 
 def _results(page: list[Row], tree: Node) -> list[dict[str, Any]]:
