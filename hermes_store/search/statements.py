@@ -346,11 +346,11 @@ def _sqlite_page(tree: Node, layout: SearchLayout, sources: tuple[str, ...] | No
 def _hits(conn: Connection | None, plan: _Plan, layout: SearchLayout, filters: Filters,
           sort: str | None) -> tuple[Sql | None, str | None, bool]:
     """The hit list of ``plan``, its single route (None for several) and whether it is ranked;
-    ``conn`` only on PostgreSQL, whose terms on several routes are looked up one by one."""
+    ``conn`` only on PostgreSQL (SQLite's statements are composed without one)."""
     route = plan.single_route
     if route is None:
-        found = (sqlite.tree_hits(plan.tree, lambda t: _term_hits(t, plan.routes[t], layout,
-                                                                   filters.sources))
+        found = (sqlite.tree_hits(plan.tree, lambda t: _term_hits(sqlite, t, plan.routes[t],
+                                                                   layout, filters.sources))
                  if conn is None else _combined_hits(conn, plan, layout, filters.sources))
         return found, None, False
     ranked = route in ("word", "trigram", "bigram")
