@@ -19,7 +19,9 @@ Nothing here runs without the extension (``citus_installed``), and nothing runs 
 
 from __future__ import annotations
 
-from sqlalchemy import Connection
+import weakref
+
+from sqlalchemy import Connection, Engine
 
 DISTRIBUTED = ("sessions", "messages")
 
@@ -63,6 +65,22 @@ def is_distributed(conn: Connection) -> bool:
     return conn.exec_driver_sql(_DISTRIBUTED).first() is not None
 
 
+# Whether an engine's store is distributed, asked once per engine: the answer decides the shape
+# of every append (``messages.root_session_id`` exists only on a distributed store).
+_KNOWN: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
+
+
+def distributed(conn: Connection) -> bool:
+    """True when this connection's store has ``sessions`` and ``messages`` distributed: writes
+    then supply ``root_session_id`` themselves, and a session's root never moves (Citus does
+    not update a distribution column)."""
+    engine = conn.engine
+    known = _KNOWN.get(engine)
+    if known is None:
+        known = _KNOWN[engine] = citus_installed(conn) and is_distributed(conn)
+    return known
+
+
 def statements(conn: Connection) -> list[str]:
     """What :func:`distribute` runs on this store: the foreign keys onto ``sessions`` first
     (each names its own table), then the reshaping and the distribution."""
@@ -79,4 +97,5 @@ def distribute(conn: Connection) -> list[str]:
     done = statements(conn)
     for statement in done:
         conn.exec_driver_sql(statement)
+    _KNOWN.pop(conn.engine, None)
     return done

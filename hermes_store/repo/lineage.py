@@ -41,8 +41,10 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.orm import Session
 
 from hermes_store.content import SANE_FUTURE_S, SANE_MIN_TS
+from hermes_store.db import distribution
 from hermes_store.db.dialect import greatest
 from hermes_store.db.models import ChatSession, Message
 
@@ -81,9 +83,18 @@ def subtree(conn: Any, session_id: str) -> list[str]:
     return [r.id for r in descendants_of(conn, session_id)] or [session_id]
 
 
+def _distributed(conn: Any) -> bool:
+    return distribution.distributed(conn.connection() if isinstance(conn, Session) else conn)
+
+
 def reroot(conn: Any, session_id: str, below: Sequence[str]) -> None:
     """After the session's parent link changed: give ``below`` (its :func:`subtree`) the root
-    its new parent carries, or its own id when it has no parent row."""
+    its new parent carries, or its own id when it has no parent row.
+
+    Not on a distributed store: there the root is the distribution column, which Citus does
+    not update, so a tree keeps the root it was created under (the walks stay within it)."""
+    if _distributed(conn):
+        return
     new = conn.execute(select(func.coalesce(_parent_root(session_id), session_id))).scalar()
     for start in range(0, len(below), 900):
         conn.execute(update(sessions)
@@ -94,7 +105,10 @@ def reroot(conn: Any, session_id: str, below: Sequence[str]) -> None:
 
 def refresh_roots(conn: Any, *, max_depth: int = DEFAULT_MAX_DEPTH) -> int:
     """Recompute every session's root from the parent links (bulk loads link rows in any
-    order); sessions in a parent cycle carry their own id. Returns how many rows changed."""
+    order); sessions in a parent cycle carry their own id. Returns how many rows changed.
+    A distributed store's roots do not move (:func:`reroot`): nothing changes there."""
+    if _distributed(conn):
+        return 0
     s, step = sessions.alias("rf_top"), sessions.alias("rf_step")
     top = sessions.alias("rf_parent")
     parent_gone = ~exists(select(top.c.id).where(top.c.id == s.c.parent_session_id))
