@@ -47,13 +47,16 @@ RESHAPE = (
     "ALTER TABLE messages ALTER COLUMN root_session_id SET NOT NULL",
     "ALTER TABLE messages DROP CONSTRAINT pk_messages",
     "ALTER TABLE messages ADD CONSTRAINT pk_messages PRIMARY KEY (root_session_id, id)",
-    ("ALTER TABLE messages ADD CONSTRAINT fk_messages_session_id_sessions "
-     "FOREIGN KEY (root_session_id, session_id) REFERENCES sessions (root_session_id, id)"),
 )
 DISTRIBUTE = (
     "SELECT create_distributed_table('sessions', 'root_session_id')",
     ("SELECT create_distributed_table('messages', 'root_session_id', "
      "colocate_with => 'sessions')"),
+)
+# After both are distributed: Citus refuses a local table's key onto a distributed one.
+LINK = (
+    ("ALTER TABLE messages ADD CONSTRAINT fk_messages_session_id_sessions "
+     "FOREIGN KEY (root_session_id, session_id) REFERENCES sessions (root_session_id, id)"),
 )
 
 
@@ -86,7 +89,7 @@ def statements(conn: Connection) -> list[str]:
     (each names its own table), then the reshaping and the distribution."""
     drops = [f'ALTER TABLE {table} DROP CONSTRAINT "{name}"'
              for table, name in conn.exec_driver_sql(_FOREIGN_KEYS_ONTO_SESSIONS)]
-    return [*drops, *RESHAPE, *DISTRIBUTE]
+    return [*drops, *RESHAPE, *DISTRIBUTE, *LINK]
 
 
 def distribute(conn: Connection) -> list[str]:

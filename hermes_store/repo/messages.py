@@ -204,7 +204,8 @@ def append(conn: Executor, message: PreparedMessage) -> int:
         if bigrams.writes_vector(conn):  # PostgreSQL: the CJK tokens ride along
             row = bigrams.with_vector(row)
         if distribution.distributed(conn):
-            row = {**row, "root_session_id": _roots(conn, [row["session_id"]]).get(row["session_id"])}
+            sid = row["session_id"]
+            row = {**row, "root_session_id": roots_of(conn, [sid]).get(sid)}
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
             new_id = cursor.execute(_insert_pg(tuple(row)), row).fetchone()[0]
@@ -241,7 +242,7 @@ def append_many(conn: Executor, batch: Sequence[PreparedMessage], *, into: Table
         rows = [bigrams.with_vector(r) for r in rows]
     if distribution.distributed(db) and "root_session_id" not in into.c:
         target = _PG_ROOTED
-        roots = _roots(db, {r["session_id"] for r in rows})
+        roots = roots_of(db, {r["session_id"] for r in rows})
         rows = [{**r, "root_session_id": roots.get(r["session_id"])} for r in rows]
     # executemany needs one key set per statement: group rows by their keys, ids fix the order.
     groups: dict[frozenset[str], list[dict[str, Any]]] = {}
@@ -263,8 +264,8 @@ def append_many(conn: Executor, batch: Sequence[PreparedMessage], *, into: Table
     return ids
 
 
-def _roots(conn: Executor, session_ids: Iterable[str]) -> dict[str, str]:
-    """Each known session's root; an unknown session's row then fails its NOT NULL root, an
+def roots_of(conn: Executor, session_ids: Iterable[str]) -> dict[str, str]:
+    """Each known session's root (what a distributed store's message rows carry); an unknown session's row then fails its NOT NULL root, an
     ``IntegrityError`` as the foreign key gives elsewhere."""
     wanted = list(session_ids)
     found: dict[str, str] = {}
