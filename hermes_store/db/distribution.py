@@ -19,9 +19,12 @@ Nothing here runs without the extension (``citus_installed``), and nothing runs 
 
 from __future__ import annotations
 
-import weakref
+from typing import Any
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import ColumnElement, Connection, Engine
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.visitors import InternalTraversal
+from sqlalchemy.types import Boolean
 
 DISTRIBUTED = ("sessions", "messages")
 
@@ -68,20 +71,61 @@ def is_distributed(conn: Connection) -> bool:
     return conn.exec_driver_sql(_DISTRIBUTED).first() is not None
 
 
-# Whether an engine's store is distributed, asked once per engine: the answer decides the shape
-# of every append (``messages.root_session_id`` exists only on a distributed store).
-_KNOWN: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
+# Whether an engine's store is distributed is asked once, when its first connection opens
+# (:func:`note`, before any statement is compiled), and kept on the engine's own dialect: the
+# compiled-statement cache is per engine, so :class:`SameRoot` may render by it.
+_FLAG = "hermes_distributed"
+_NOTE = ("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') "
+         "AND to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL")
+
+
+def note(dialect: Any, dbapi_conn: Any, _record: Any) -> None:
+    """``first_connect`` of a PostgreSQL engine: remember whether its store is distributed."""
+    cursor = dbapi_conn.cursor()
+    try:
+        found = cursor.execute(_NOTE).fetchone()[0] and cursor.execute(
+            _DISTRIBUTED).fetchone() is not None
+    finally:
+        cursor.close()
+        dbapi_conn.rollback()
+    setattr(dialect, _FLAG, bool(found))
 
 
 def distributed(conn: Connection) -> bool:
     """True when this connection's store has ``sessions`` and ``messages`` distributed: writes
     then supply ``root_session_id`` themselves, and a session's root never moves (Citus does
     not update a distribution column)."""
-    engine = conn.engine
-    known = _KNOWN.get(engine)
-    if known is None:
-        known = _KNOWN[engine] = citus_installed(conn) and is_distributed(conn)
-    return known
+    return bool(getattr(conn.dialect, _FLAG, False))
+
+
+class SameRoot(ColumnElement[bool]):
+    """``messages`` rows correlated with their session by id alone, plus — on a distributed
+    store only — by the root: Citus joins two distributed tables only on their distribution
+    column, and only a distributed store's ``messages`` has ``root_session_id``. Elsewhere it
+    is the constant true (the planners drop it)."""
+
+    type = Boolean()
+    inherit_cache = True
+    _traverse_internals = [("message_session", InternalTraversal.dp_clauseelement),
+                           ("session_root", InternalTraversal.dp_clauseelement)]
+
+    def __init__(self, message_session: Any, session_root: Any) -> None:
+        self.message_session = message_session
+        self.session_root = session_root
+
+
+@compiles(SameRoot)
+def _same_root(element: SameRoot, compiler: Any, **kw: Any) -> str:
+    if not getattr(compiler.dialect, _FLAG, False):
+        return "1 = 1"
+    own = compiler.process(element.message_session, **kw)
+    assert own.endswith("session_id"), own
+    root = compiler.process(element.session_root, **kw)
+    return f"{own[:-len('session_id')]}root_session_id = {root}"
+
+
+def same_root(message_session: Any, session_root: Any) -> ColumnElement[bool]:
+    return SameRoot(message_session, session_root)
 
 
 def statements(conn: Connection) -> list[str]:
@@ -100,5 +144,7 @@ def distribute(conn: Connection) -> list[str]:
     done = statements(conn)
     for statement in done:
         conn.exec_driver_sql(statement)
-    _KNOWN.pop(conn.engine, None)
+    # From now on this engine's statements take their distributed form.
+    setattr(conn.dialect, _FLAG, True)
+    conn.engine.clear_compiled_cache()
     return done

@@ -72,7 +72,7 @@ def may_continue(child: Any) -> ColumnElement[bool]:
 
 def activity(table: Any, now: float) -> ColumnElement:
     """A segment's activity for the step rule: its newest sane message, else ``started_at``."""
-    return func.coalesce(lineage.newest_message_at(table.c.id, now), table.c.started_at)
+    return func.coalesce(lineage.newest_message_at(table.c.id, now, table.c.root_session_id), table.c.started_at)
 
 
 def best_continuation(parent_id: Any, now: float, root: Any) -> ColumnElement:

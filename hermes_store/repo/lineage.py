@@ -323,12 +323,16 @@ def _sane(value: ColumnElement, now: float) -> ColumnElement:
     return case((value.between(SANE_MIN_TS, now + SANE_FUTURE_S), value), else_=None)
 
 
-def newest_message_at(session_id: ColumnElement, now: float | None = None) -> ColumnElement:
-    """The newest sane message timestamp of a session (walks ``idx_messages_session``)."""
+def newest_message_at(session_id: ColumnElement, now: float | None = None,
+                      root: ColumnElement | None = None) -> ColumnElement:
+    """The newest sane message timestamp of a session (walks ``idx_messages_session``);
+    ``root``, the session's root column, keeps the correlation on one shard on Citus."""
     now = time.time() if now is None else now
+    same = distribution.same_root(messages.c.session_id, root) if root is not None else None
     return (select(func.max(messages.c.timestamp))
             .where(messages.c.session_id == session_id,
-                   messages.c.timestamp.between(SANE_MIN_TS, now + SANE_FUTURE_S))
+                   messages.c.timestamp.between(SANE_MIN_TS, now + SANE_FUTURE_S),
+                   *([same] if same is not None else []))
             .scalar_subquery())
 
 
@@ -341,7 +345,7 @@ def last_activity(table: FromClause = sessions, now: float | None = None) -> Col
     now = time.time() if now is None else now
     candidates = (
         func.coalesce(_sane(table.c.last_activity_at, now), -1.0),
-        func.coalesce(newest_message_at(table.c.id, now), -1.0),
+        func.coalesce(newest_message_at(table.c.id, now, table.c.root_session_id), -1.0),
         func.coalesce(_sane(table.c.started_at, now), -1.0),
     )
     # SQLite's scalar max() returns NULL if any argument is NULL, hence the -1 stand-ins.
