@@ -27,6 +27,8 @@ from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.types import Boolean
 
 DISTRIBUTED = ("sessions", "messages")
+# Modelled indexes a distributed store goes without (a unique index across shards).
+DROPPED_INDEXES = ("idx_sessions_title_unique",)
 
 _INSTALLED = "SELECT 1 FROM pg_extension WHERE extname = 'citus'"
 _DISTRIBUTED = ("SELECT 1 FROM pg_dist_partition "

@@ -219,7 +219,8 @@ def live_columns(conn: Executor, *, compact: bool = False) -> list[Any] | None:
 
 def row_query(now: float, columns: list[Any] | None = None) -> Select:
     return select(*(columns if columns is not None else [literal_column("*")]),
-                  listing.preview_source(sessions.c.id).label("preview"),
+                  listing.preview_source(sessions.c.id, sessions.c.root_session_id)
+                  .label("preview"),
                   lineage.last_activity(sessions, now).label("last_active")).select_from(sessions)
 
 
