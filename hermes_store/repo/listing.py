@@ -202,7 +202,7 @@ def list_sessions_rich(conn: Executor, *, source: str | None = None,
         query = query.order_by(sessions.c.pinned.desc())
     if order_by_last_active:
         # A row that did not end 'compression' is a chain of one: its own activity counts.
-        chain = lineage.lineage_activity(now=now, compressed_only=True).subquery("chain")
+        chain = lineage.lineage_activity(conn, now=now, compressed_only=True).subquery("chain")
         chain_active = (select(chain.c.last_active).where(chain.c.root_id == sessions.c.id)
                         .scalar_subquery())
         query = query.order_by(func.coalesce(chain_active, last_active).desc(),

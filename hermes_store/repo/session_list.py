@@ -273,14 +273,14 @@ def list_sessions(conn: Executor, filters: Filters, *, now: float, limit: int = 
         needles += [search_matches(search_query)] if search_query else []
         if needles:
             anchors = needle_anchors(lambda seg: or_(*(m(seg) for m in needles)), where=where)
-            chain = compression.chain_map(anchors, now=now)
+            chain = compression.chain_map(anchors, now=now, conn=conn)
             for matches in needles:
                 query = query.where(sessions.c.id.in_(needle_roots(chain, matches)))
         else:
             # Only a compression-ended row continues anywhere: the others are their own chain.
             anchors = select(sessions.c.id, sessions.c.root_session_id).where(
                 *where, sessions.c.end_reason == compression.COMPRESSION)
-            chain = compression.chain_map(anchors, now=now)
+            chain = compression.chain_map(anchors, now=now, conn=conn)
         query = ordered_by_chain_activity(query, chain, now=now)
     else:
         query = query.order_by(sessions.c.started_at.desc(), sessions.c.id.desc())
