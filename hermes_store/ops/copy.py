@@ -273,10 +273,11 @@ def _link_parents(src_engine: Engine, dst_engine: Engine, plan: TablePlan,
         return
     after = marker["after"].get(_LINKS)
     while True:
-        rows = _read(src_engine, plan, after, batch, ["id", "parent_session_id"])
+        # Paged by the source's key: (root_session_id, id) on a distributed source.
+        rows = _read(src_engine, plan, after, batch, ["id", "parent_session_id", *plan.key])
         if not rows:
             break
-        after = [rows[-1][0]]
+        after = list(rows[-1][2:])
         links = [(r[0], r[1]) for r in rows if r[1] is not None]
         marker["after"][_LINKS] = after
         before = list(marker.get("detached", []))
