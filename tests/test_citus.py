@@ -19,11 +19,14 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import make_url
+from sqlalchemy import make_url, select
+from sqlalchemy.dialects import postgresql
 
 from hermes_store import SessionDB
 from hermes_store.db import distribution
 from hermes_store.db import engine as engine_mod
+from hermes_store.repo import lineage
+from hermes_store.search import postgres as search_postgres
 
 CITUS_URL = os.environ.get("HERMES_STORE_TEST_CITUS_URL")
 PKEY = """SELECT a.attname FROM pg_index AS i
@@ -214,3 +217,15 @@ def test_copy_moves_a_store_onto_citus_and_back_verified(citus_store: str,
     with SessionDB(back) as db:
         assert [m["content"] for m in db.get_messages("b")] == ["東京の天気", "after the move"]
         assert db.get_session("b")["parent_session_id"] == "a"
+
+
+def test_messages_correlate_by_root_only_in_a_distributed_stores_statements() -> None:
+    plain, spread = postgresql.dialect(), postgresql.dialect()
+    setattr(spread, "hermes_distributed", True)
+    newest = select(lineage.newest_message_at(lineage.sessions.c.id, 0.0,
+                                              lineage.sessions.c.root_session_id))
+    assert "root_session_id" not in str(newest.compile(dialect=plain))
+    assert "messages.root_session_id = sessions.root_session_id" in str(
+        newest.compile(dialect=spread))
+    page = search_postgres.rooted(search_postgres._PAGE)
+    assert page.count("root_session_id = m.root_session_id") == 3

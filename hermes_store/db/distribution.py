@@ -14,14 +14,17 @@ table must be and distributes them, co-located, by ``root_session_id`` (docs/sca
 * the PostgreSQL root trigger goes: a Citus writer must supply the distribution column.
 
 Nothing here runs without the extension (``citus_installed``), and nothing runs twice
-(``is_distributed``). It is tested only against a Citus build (tests/test_citus.py, opt-in).
+(``is_distributed``). The reshape is tested on any PostgreSQL (rolled back), the rest against a
+Citus build (tests/test_citus.py, opt-in). An engine learns whether its store is distributed
+when it first connects (:func:`note`): a process whose store is distributed by another while it
+runs must be restarted.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Engine
+from sqlalchemy import ColumnElement, Connection
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.types import Boolean
@@ -77,15 +80,14 @@ def is_distributed(conn: Connection) -> bool:
 # (:func:`note`, before any statement is compiled), and kept on the engine's own dialect: the
 # compiled-statement cache is per engine, so :class:`SameRoot` may render by it.
 _FLAG = "hermes_distributed"
-_NOTE = ("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') "
-         "AND to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL")
 
 
 def note(dialect: Any, dbapi_conn: Any, _record: Any) -> None:
     """``first_connect`` of a PostgreSQL engine: remember whether its store is distributed."""
     cursor = dbapi_conn.cursor()
     try:
-        found = cursor.execute(_NOTE).fetchone()[0] and cursor.execute(
+        # pg_dist_partition exists only where the extension is installed: ask in that order.
+        found = cursor.execute(_INSTALLED).fetchone() is not None and cursor.execute(
             _DISTRIBUTED).fetchone() is not None
     finally:
         cursor.close()
