@@ -180,6 +180,8 @@ def scenario(location: str) -> dict[str, Any]:
         out["prune_candidates"] = sorted(s["id"] for s in db.list_prune_candidates(
             older_than_days=0))
         out["pruned"] = db.prune_sessions(older_than_days=0, source="telegram")
+        out["pin_archive"] = [db.pin_session("a"), db.archive_session("c"),
+                              db.get_session("c")["archived"]]
         out["deleted"] = [db.delete_session("d"), db.get_session("d")]
         out["after"] = sorted(s["id"] for s in db.list_sessions_rich(
             limit=50, include_children=True, project_compression_tips=False))
