@@ -10,6 +10,7 @@ transaction that is rolled back.
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import uuid
@@ -130,6 +131,16 @@ def test_upgrade_distributes_sessions_and_messages_by_root(citus_store: str) -> 
         assert distribution.distributed(conn)
     assert placed == {"sessions": "root_session_id", "messages": "root_session_id"}
     upgrade(citus_store)  # once distributed, a second upgrade has nothing to do
+    checked = _cli("--db", citus_store, "check")  # the reshape is not drift
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_an_append_to_an_unknown_session_on_citus_is_the_stores_integrity_error(
+        citus_store: str) -> None:
+    with SessionDB(citus_store) as db:
+        with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
+            db.append_message("nobody", "user", content="lost")
+        assert db.message_count() == 0
 
 
 def scenario(location: str) -> dict[str, Any]:

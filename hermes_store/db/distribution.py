@@ -132,6 +132,25 @@ def same_root(message_session: Any, session_root: Any) -> ColumnElement[bool]:
     return SameRoot(message_session, session_root)
 
 
+def explains(diff: Any) -> bool:
+    """True for a difference between the models and a distributed store that the reshape made
+    (``hermes-store check`` reports drift, not these)."""
+    return all(_reshaped(item) for item in (diff if isinstance(diff, list) else [diff]))
+
+
+def _reshaped(item: Any) -> bool:
+    kind = item[0]
+    if kind in ("add_fk", "remove_fk"):
+        return item[1].referred_table.name == "sessions"
+    if kind in ("add_index", "remove_index"):
+        return item[1].name in (*DROPPED_INDEXES, "idx_sessions_title")
+    if kind == "modify_nullable":
+        return item[2] in DISTRIBUTED and item[3] == "root_session_id"
+    if kind == "remove_column":
+        return item[2] == "messages" and item[3].name == "root_session_id"
+    return False
+
+
 def statements(conn: Connection) -> list[str]:
     """What :func:`distribute` runs on this store: the foreign keys onto ``sessions`` first
     (each names its own table), then the reshaping and the distribution."""

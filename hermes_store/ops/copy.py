@@ -210,7 +210,8 @@ def _write_batch(dst: Connection, plan: TablePlan, rows: list[dict[str, Any]],
         if "root_session_id" in plan.dst.c and "root_session_id" not in rows[0]:
             # A distributed target (db/distribution.py): its rows carry their session's root.
             roots = messages.roots_of(dst, {r["session_id"] for r in rows})
-            rows = [{**r, "root_session_id": roots.get(r["session_id"])} for r in rows]
+            rows = [{**r, "root_session_id": roots.get(r["session_id"], r["session_id"])}
+                    for r in rows]
         dst.execute(plan.dst.insert(), rows)
         bigrams.sync_messages(dst, [r["id"] for r in rows if r.get("id") is not None])
     elif rows:

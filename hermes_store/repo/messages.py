@@ -205,7 +205,7 @@ def append(conn: Executor, message: PreparedMessage) -> int:
             row = bigrams.with_vector(row)
         if distribution.distributed(conn):
             sid = row["session_id"]
-            row = {**row, "root_session_id": roots_of(conn, [sid]).get(sid)}
+            row = {**row, "root_session_id": roots_of(conn, [sid]).get(sid, sid)}
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
             new_id = cursor.execute(_insert_pg(tuple(row)), row).fetchone()[0]
@@ -243,7 +243,8 @@ def append_many(conn: Executor, batch: Sequence[PreparedMessage], *, into: Table
     if distribution.distributed(db) and "root_session_id" not in into.c:
         target = _PG_ROOTED
         roots = roots_of(db, {r["session_id"] for r in rows})
-        rows = [{**r, "root_session_id": roots.get(r["session_id"])} for r in rows]
+        rows = [{**r, "root_session_id": roots.get(r["session_id"], r["session_id"])}
+                for r in rows]
     # executemany needs one key set per statement: group rows by their keys, ids fix the order.
     groups: dict[frozenset[str], list[dict[str, Any]]] = {}
     for r in rows:
@@ -265,8 +266,10 @@ def append_many(conn: Executor, batch: Sequence[PreparedMessage], *, into: Table
 
 
 def roots_of(conn: Executor, session_ids: Iterable[str]) -> dict[str, str]:
-    """Each known session's root (what a distributed store's message rows carry); an unknown session's row then fails its NOT NULL root, an
-    ``IntegrityError`` as the foreign key gives elsewhere."""
+    """Each known session's root (what a distributed store's message rows carry). Callers give
+    an unknown session its own id as root: its row then fails the foreign key onto
+    ``(root_session_id, id)`` with ``IntegrityError``, as on one server (a NULL root would be
+    Citus's own DataError)."""
     wanted = list(session_ids)
     found: dict[str, str] = {}
     for i in range(0, len(wanted), _BATCH):
