@@ -257,7 +257,9 @@ def check(target: Target = None) -> list[Any]:
             "compare_type": True, "target_metadata": Base.metadata})
         with catalog.reflecting():
             diffs = list(compare_metadata(ctx, Base.metadata))
-        found: list[Any] = [d for d in diffs if not _dialect_fact(d, conn.dialect.name)]
+        spread = distribution.distributed(conn)
+        found: list[Any] = [d for d in diffs if not _dialect_fact(d, conn.dialect.name)
+                            and not (spread and distribution.explains(d))]
         if conn.dialect.name == "sqlite" and status_of(conn).at_head:
             found += [("missing_search_object", name) for name in derived.missing_objects(conn)]
             found += [("foreign_index_trigger", name)
@@ -416,9 +418,10 @@ def reconcile(conn: Connection, *, indexes: bool = True, tables: bool = True) ->
                 continue
             conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {ddl}"))
             done.append(f"{table.name}.{column.name}")
+    dropped = distribution.DROPPED_INDEXES if distribution.distributed(conn) else ()
     for table in modelled:
         for index in table.indexes:
-            if index.name not in wanted or table.name in wanted:
+            if index.name not in wanted or table.name in wanted or index.name in dropped:
                 continue
             try:
                 with conn.begin_nested():

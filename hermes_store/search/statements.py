@@ -72,11 +72,16 @@ def _fetch(conn: Connection, statement: Sql) -> list[Any]:
     raw = conn.connection.driver_connection
     if isinstance(raw, sqlite3.Connection):
         return _fetch_sqlite(raw, statement)
+    # Imported here: both load SQLAlchemy, which a file's search never needs.
+    from hermes_store.db import distribution
+    from hermes_store.search import postgres
+
+    text = postgres.rooted(statement.text) if distribution.distributed(conn) else statement.text
     cursor = raw.cursor()  # type: ignore[union-attr]
     try:
         if statement.prepare is None:
-            return cursor.execute(statement.text, tuple(statement.params)).fetchall()
-        return cursor.execute(statement.text, tuple(statement.params),
+            return cursor.execute(text, tuple(statement.params)).fetchall()
+        return cursor.execute(text, tuple(statement.params),
                               prepare=statement.prepare).fetchall()
     finally:
         cursor.close()
