@@ -41,7 +41,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Table, func, literal, select, tuple_
 from sqlalchemy import table as table_clause
 
-from hermes_store.db import migrate
+from hermes_store.db import migrate, names
 from hermes_store.db.dialect import id_high_water, insert, keep_ids_above
 from hermes_store.db.engine import open_engine, reading, run_write
 from hermes_store.db.models import Base
@@ -63,7 +63,8 @@ PROGRESS_KEY = "copy_in_progress"
 DONE_KEY = "copied_from"
 COPY_BUDGET_S = 60.0
 _DERIVED_MARKER = re.compile(r"(^fts_|layout|^cjk_)", re.IGNORECASE)
-_OUR_KEYS = {PROGRESS_KEY, DONE_KEY}
+# The glued-Latin flag describes the target's own bigram rows, which its writers keep.
+_OUR_KEYS = {PROGRESS_KEY, DONE_KEY, names.CJK_GLUED_LATIN}
 _LINKS = "sessions.parent_session_id"
 _MESSAGES = Base.metadata.tables["messages"]
 
