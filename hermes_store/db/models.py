@@ -13,7 +13,7 @@ precision`` and ``text COLLATE "C"`` (``db.dialect`` says why), created by revis
 
 from __future__ import annotations
 
-from sqlalchemy import ForeignKey, Index, MetaData, PrimaryKeyConstraint, text
+from sqlalchemy import ForeignKey, Index, MetaData, PrimaryKeyConstraint, Table, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from hermes_store.db.dialect import FLOAT, INTEGER, TEXT
@@ -303,3 +303,28 @@ class TelegramTopicBinding(Base):
         Index("idx_telegram_dm_topic_bindings_session", "session_id", unique=True),
         Index("idx_telegram_dm_topic_bindings_user", "user_id", "chat_id"),
     )
+
+
+# --------------------------------------------------------------------------- Core handles
+# SQLAlchemy types ``Model.__table__`` as a FromClause (a mapping may target any selectable);
+# Core statements (insert/update on a table) want the Table these models do map to. Repositories
+# that build Core statements take these instead of ``__table__``.
+
+
+def table_of(model: type[Base]) -> Table:
+    """The :class:`Table` that ``model`` maps."""
+    found = model.__table__
+    if not isinstance(found, Table):  # every model here maps a plain table
+        raise TypeError(f"{model.__name__} maps {type(found).__name__}, not a Table")
+    return found
+
+
+SESSIONS = table_of(ChatSession)
+MESSAGES = table_of(Message)
+STATE_META = table_of(StateMeta)
+MODEL_USAGE = table_of(SessionModelUsage)
+GATEWAY_ROUTES = table_of(GatewayRoute)
+COMPRESSION_LOCKS = table_of(CompressionLock)
+ASYNC_DELEGATIONS = table_of(AsyncDelegation)
+TOPIC_MODES = table_of(TelegramTopicMode)
+TOPIC_BINDINGS = table_of(TelegramTopicBinding)
