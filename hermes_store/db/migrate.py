@@ -416,9 +416,10 @@ def reconcile(conn: Connection, *, indexes: bool = True, tables: bool = True) ->
                 continue
             conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {ddl}"))
             done.append(f"{table.name}.{column.name}")
+    dropped = distribution.DROPPED_INDEXES if distribution.distributed(conn) else ()
     for table in modelled:
         for index in table.indexes:
-            if index.name not in wanted or table.name in wanted:
+            if index.name not in wanted or table.name in wanted or index.name in dropped:
                 continue
             try:
                 with conn.begin_nested():

@@ -51,7 +51,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, exc, text
 
-from hermes_store.db import catalog
+from hermes_store.db import catalog, distribution
 from hermes_store.db.dialect import NUL_ESCAPE, escape_nul, unescape_nul
 from hermes_store.errors import (
     BackendNotSupportedError,
@@ -175,6 +175,7 @@ def make_engine(location: StoreLocation, readonly: bool) -> Engine:
             "pip install 'hermes-store[postgres]'") from err
     engine.info = {"location": location, "readonly": readonly}  # type: ignore[attr-defined]
     event.listen(engine, "connect", _nul_safe_text)
+    event.listen(engine, "first_connect", functools.partial(distribution.note, engine.dialect))
     event.listen(engine, "connect", functools.partial(_probe_role, engine.info, prepare_chosen))
     event.listen(engine, "checkin", _idle_from_now)
     event.listen(engine, "checkout", functools.partial(_lend, engine.dialect))

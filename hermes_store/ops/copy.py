@@ -55,7 +55,7 @@ from hermes_store.errors import (
 from hermes_store.ops.checksum import RowFilter, table_checksum
 from hermes_store.ops.copy_plan import CopyPlan, TablePlan, copyable, make_plan
 from hermes_store.paths import StoreLocation, resolve_location
-from hermes_store.repo import bigrams, lineage
+from hermes_store.repo import bigrams, lineage, messages
 
 ProgressFn = Callable[[str, int, int], None]
 DEFAULT_BATCH = 1000
@@ -207,6 +207,10 @@ def _write_batch(dst: Connection, plan: TablePlan, rows: list[dict[str, Any]],
     if rows and plan.name == "messages":
         if bigrams.writes_vector(dst, plan.dst):
             rows = [bigrams.with_vector(r) for r in rows]
+        if "root_session_id" in plan.dst.c and "root_session_id" not in rows[0]:
+            # A distributed target (db/distribution.py): its rows carry their session's root.
+            roots = messages.roots_of(dst, {r["session_id"] for r in rows})
+            rows = [{**r, "root_session_id": roots.get(r["session_id"])} for r in rows]
         dst.execute(plan.dst.insert(), rows)
         bigrams.sync_messages(dst, [r["id"] for r in rows if r.get("id") is not None])
     elif rows:
@@ -269,10 +273,11 @@ def _link_parents(src_engine: Engine, dst_engine: Engine, plan: TablePlan,
         return
     after = marker["after"].get(_LINKS)
     while True:
-        rows = _read(src_engine, plan, after, batch, ["id", "parent_session_id"])
+        # Paged by the source's key: (root_session_id, id) on a distributed source.
+        rows = _read(src_engine, plan, after, batch, ["id", "parent_session_id", *plan.key])
         if not rows:
             break
-        after = [rows[-1][0]]
+        after = list(rows[-1][2:])
         links = [(r[0], r[1]) for r in rows if r[1] is not None]
         marker["after"][_LINKS] = after
         before = list(marker.get("detached", []))

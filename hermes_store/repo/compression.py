@@ -72,7 +72,7 @@ def may_continue(child: Any) -> ColumnElement[bool]:
 
 def activity(table: Any, now: float) -> ColumnElement:
     """A segment's activity for the step rule: its newest sane message, else ``started_at``."""
-    return func.coalesce(lineage.newest_message_at(table.c.id, now), table.c.started_at)
+    return func.coalesce(lineage.newest_message_at(table.c.id, now, table.c.root_session_id), table.c.started_at)
 
 
 def best_continuation(parent_id: Any, now: float, root: Any) -> ColumnElement:
@@ -94,13 +94,19 @@ def best_continuation(parent_id: Any, now: float, root: Any) -> ColumnElement:
             .limit(1).scalar_subquery())
 
 
-def chain_map(anchor_ids: Select, *, now: float, max_depth: int = MAX_TIP_STEPS) -> CTE:
+def chain_map(anchor_ids: Select, *, now: float, max_depth: int = MAX_TIP_STEPS,
+              conn: Any = None) -> CTE:
     """``(root_id, id, lineage_root, depth)``: each anchor (depth 0) and the segments its tip
     steps reach. ``anchor_ids`` selects ``(id, root_session_id)`` of the anchors; every step
     stays within the anchor's stored root (``lineage_root``).
 
     A cycle repeats segments until ``max_depth``; consumers aggregate (activity, matching), so
-    a repeat changes nothing. The single-session walks below stop at a cycle instead."""
+    a repeat changes nothing. The single-session walks below stop at a cycle instead.
+
+    Given ``conn`` on a distributed store the chain is walked here (Citus runs a recursive CTE
+    only with a constant filter on the distribution column); each step still runs in SQL."""
+    if conn is not None and lineage.distributed_store(conn):
+        return _chain_walked_here(conn, anchor_ids, now, max_depth)
     anchors = anchor_ids.subquery("chain_anchor")
     first, tree_root = anchors.c[0], anchors.c[1]
     walk = select(first.label("root_id"), first.label("id"), tree_root.label("lineage_root"),
@@ -112,6 +118,20 @@ def chain_map(anchor_ids: Select, *, now: float, max_depth: int = MAX_TIP_STEPS)
             nxt.c.root_session_id == walk.c.lineage_root,
             nxt.c.id == best_continuation(walk.c.id, now, walk.c.lineage_root)))
         .where(walk.c.depth < max_depth))
+
+
+def _chain_walked_here(conn: Any, anchor_ids: Select, now: float, max_depth: int) -> CTE:
+    s = sessions.alias("chain_all")
+    step = dict(conn.execute(select(
+        s.c.id, best_continuation(s.c.id, now, s.c.root_session_id))).all())
+    found = []
+    for first, tree_root in conn.execute(anchor_ids).all():
+        node, depth = first, 0
+        while node is not None:  # as the CTE's UNION ALL: a cycle repeats until max_depth
+            found.append((first, node, tree_root, depth))
+            node, depth = (step.get(node) if depth < max_depth else None), depth + 1
+    return lineage.walked_rows("v21_walk", ("root_id", "id", "lineage_root", "depth"),
+                               found).cte("v21_chain")
 
 
 def chain_activity(chain: CTE, *, now: float) -> Select:

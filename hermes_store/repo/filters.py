@@ -321,7 +321,7 @@ def matching(conn: Connection, flt: SessionFilter, *,
     live = catalog.reflect(conn, "sessions").alias("flt")
     activity = lineage.last_activity(live, flt.now)
     if by_lineage:
-        chain = lineage.lineage_activity(now=flt.now, compressed_only=True).subquery("chain")
+        chain = lineage.lineage_activity(conn, now=flt.now, compressed_only=True).subquery("chain")
         activity = func.coalesce(select(chain.c.last_active)
                                  .where(chain.c.root_id == live.c.id).scalar_subquery(),
                                  activity)

@@ -41,8 +41,12 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.orm import Session
+from sqlalchemy.types import TEXT, Integer
 
 from hermes_store.content import SANE_FUTURE_S, SANE_MIN_TS
+from hermes_store.db import distribution
 from hermes_store.db.dialect import greatest
 from hermes_store.db.models import ChatSession, Message
 
@@ -81,9 +85,18 @@ def subtree(conn: Any, session_id: str) -> list[str]:
     return [r.id for r in descendants_of(conn, session_id)] or [session_id]
 
 
+def distributed_store(conn: Any) -> bool:
+    return distribution.distributed(conn.connection() if isinstance(conn, Session) else conn)
+
+
 def reroot(conn: Any, session_id: str, below: Sequence[str]) -> None:
     """After the session's parent link changed: give ``below`` (its :func:`subtree`) the root
-    its new parent carries, or its own id when it has no parent row."""
+    its new parent carries, or its own id when it has no parent row.
+
+    Not on a distributed store: there the root is the distribution column, which Citus does
+    not update, so a tree keeps the root it was created under (the walks stay within it)."""
+    if distributed_store(conn):
+        return
     new = conn.execute(select(func.coalesce(_parent_root(session_id), session_id))).scalar()
     for start in range(0, len(below), 900):
         conn.execute(update(sessions)
@@ -94,7 +107,10 @@ def reroot(conn: Any, session_id: str, below: Sequence[str]) -> None:
 
 def refresh_roots(conn: Any, *, max_depth: int = DEFAULT_MAX_DEPTH) -> int:
     """Recompute every session's root from the parent links (bulk loads link rows in any
-    order); sessions in a parent cycle carry their own id. Returns how many rows changed."""
+    order); sessions in a parent cycle carry their own id. Returns how many rows changed.
+    A distributed store's roots do not move (:func:`reroot`): nothing changes there."""
+    if distributed_store(conn):
+        return 0
     s, step = sessions.alias("rf_top"), sessions.alias("rf_step")
     top = sessions.alias("rf_parent")
     parent_gone = ~exists(select(top.c.id).where(top.c.id == s.c.parent_session_id))
@@ -275,7 +291,8 @@ def is_continuation(table: FromClause) -> ColumnElement[bool]:
         == table.c.id))
 
 
-def lineage_map(*, max_depth: int = DEFAULT_MAX_DEPTH, compressed_only: bool = False) -> Select:
+def lineage_map(conn: Any = None, *, max_depth: int = DEFAULT_MAX_DEPTH,
+                compressed_only: bool = False) -> Select:
     """``(id, root_id, depth)`` for every session reachable from a lineage root.
 
     A root is a session that is not a compression continuation. Sessions caught in a cycle of
@@ -283,7 +300,13 @@ def lineage_map(*, max_depth: int = DEFAULT_MAX_DEPTH, compressed_only: bool = F
     ``compressed_only`` anchors only at roots that ended ``'compression'`` (the others are a
     chain of one, which a caller that falls back to the row itself can leave out). Each step
     stays within the anchor's stored root.
+
+    Given ``conn`` on a distributed store, the map is walked here instead: Citus runs a
+    recursive CTE only with a constant filter on the distribution column, which a walk over
+    every tree cannot have. Each row's one step (:func:`continuation_id`) still runs in SQL.
     """
+    if conn is not None and distributed_store(conn):
+        return _map_walked_here(conn, max_depth, compressed_only)
     s = sessions.alias("s")
     anchor = select(s.c.id, s.c.id.label("root_id"), s.c.root_session_id, s.c.end_reason,
                     s.c.ended_at, literal(0).label("depth")).where(~is_continuation(s))
@@ -302,6 +325,39 @@ def lineage_map(*, max_depth: int = DEFAULT_MAX_DEPTH, compressed_only: bool = F
     return select(walk.c.id, walk.c.root_id, walk.c.root_session_id, walk.c.depth)
 
 
+def _map_walked_here(conn: Any, max_depth: int, compressed_only: bool) -> Select:
+    s = sessions.alias("s")
+    rows = conn.execute(select(
+        s.c.id, s.c.root_session_id, s.c.end_reason, is_continuation(s).label("cont"),
+        continuation_id(s.c.id, s.c.ended_at, s.c.root_session_id).label("nxt"))).all()
+    by_id = {r.id: r for r in rows}
+    found: list[tuple[str, str, str, int]] = []
+    for anchor in rows:
+        if anchor.cont or (compressed_only and anchor.end_reason != COMPRESSION):
+            continue
+        node, depth = anchor, 0
+        while node is not None:  # as the CTE's UNION ALL: a cycle ends at max_depth
+            found.append((node.id, anchor.id, node.root_session_id, depth))
+            if node.end_reason != COMPRESSION or depth >= max_depth:
+                break
+            step = by_id.get(node.nxt)
+            node = step if step is not None and step.root_session_id == node.root_session_id \
+                else None
+            depth += 1
+    return walked_rows("lmap_walk", ("id", "root_id", "root_session_id", "depth"), found)
+
+
+def walked_rows(name: str, names: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> Select:
+    """Rows walked in Python as a PostgreSQL row source (one array parameter per column, the
+    last column an integer depth), for the walks Citus cannot run as a recursive CTE."""
+    columns = list(zip(*rows)) or [()] * len(names)
+    kinds = [TEXT] * (len(names) - 1) + [Integer]
+    walked = func.unnest(*(bindparam(f"{name}_{column}", list(values), type_=ARRAY(kind))
+                           for column, values, kind in zip(names, columns, kinds)))
+    table = walked.table_valued(*names).render_derived(name=name)
+    return select(*table.c)
+
+
 # --------------------------------------------------------------------------- last activity
 
 
@@ -309,12 +365,16 @@ def _sane(value: ColumnElement, now: float) -> ColumnElement:
     return case((value.between(SANE_MIN_TS, now + SANE_FUTURE_S), value), else_=None)
 
 
-def newest_message_at(session_id: ColumnElement, now: float | None = None) -> ColumnElement:
-    """The newest sane message timestamp of a session (walks ``idx_messages_session``)."""
+def newest_message_at(session_id: ColumnElement, now: float | None = None,
+                      root: ColumnElement | None = None) -> ColumnElement:
+    """The newest sane message timestamp of a session (walks ``idx_messages_session``);
+    ``root``, the session's root column, keeps the correlation on one shard on Citus."""
     now = time.time() if now is None else now
+    same = distribution.same_root(messages.c.session_id, root) if root is not None else None
     return (select(func.max(messages.c.timestamp))
             .where(messages.c.session_id == session_id,
-                   messages.c.timestamp.between(SANE_MIN_TS, now + SANE_FUTURE_S))
+                   messages.c.timestamp.between(SANE_MIN_TS, now + SANE_FUTURE_S),
+                   *([same] if same is not None else []))
             .scalar_subquery())
 
 
@@ -327,18 +387,19 @@ def last_activity(table: FromClause = sessions, now: float | None = None) -> Col
     now = time.time() if now is None else now
     candidates = (
         func.coalesce(_sane(table.c.last_activity_at, now), -1.0),
-        func.coalesce(newest_message_at(table.c.id, now), -1.0),
+        func.coalesce(newest_message_at(table.c.id, now, table.c.root_session_id), -1.0),
         func.coalesce(_sane(table.c.started_at, now), -1.0),
     )
     # SQLite's scalar max() returns NULL if any argument is NULL, hence the -1 stand-ins.
     return func.coalesce(func.nullif(greatest(*candidates), -1.0), table.c.started_at)
 
 
-def lineage_activity(*, now: float | None = None, max_depth: int = DEFAULT_MAX_DEPTH,
-                     compressed_only: bool = False) -> Select:
+def lineage_activity(conn: Any = None, *, now: float | None = None,
+                     max_depth: int = DEFAULT_MAX_DEPTH, compressed_only: bool = False) -> Select:
     """``(root_id, last_active)``: the newest activity over every segment of each lineage
     (``compressed_only``: of each lineage whose root ended ``'compression'``)."""
-    lmap = lineage_map(max_depth=max_depth, compressed_only=compressed_only).subquery("lmap")
+    lmap = lineage_map(conn, max_depth=max_depth,
+                       compressed_only=compressed_only).subquery("lmap")
     seg = sessions.alias("seg")
     return (select(lmap.c.root_id, func.max(last_activity(seg, now)).label("last_active"))
             .join_from(lmap, seg, and_(seg.c.root_session_id == lmap.c.root_session_id,

@@ -25,7 +25,7 @@ from sqlalchemy import (
 )
 
 from hermes_store.content import MULTIMODAL_PREFIX, text_of
-from hermes_store.db import catalog
+from hermes_store.db import catalog, distribution
 from hermes_store.db.dialect import starts_with
 from hermes_store.db.models import ChatSession, Message
 from hermes_store.errors import AmbiguousSessionError, SessionNotFoundError
@@ -59,11 +59,13 @@ TIP_COLUMNS = ("id", "ended_at", "end_reason", "message_count", "tool_call_count
 # --------------------------------------------------------------------------- preview
 
 
-def preview_source(session_id: Any) -> Any:
-    """Raw text of the first user message by ``(timestamp, id)``; multimodal content in full."""
+def preview_source(session_id: Any, root: Any) -> Any:
+    """Raw text of the first user message by ``(timestamp, id)``; multimodal content in full.
+    ``root`` is the session's root column (the correlation stays on one shard on Citus)."""
     first = (select(messages.c.content)
              .where(messages.c.session_id == session_id, messages.c.role == "user",
-                    messages.c.content.is_not(None))
+                    messages.c.content.is_not(None),
+                    distribution.same_root(messages.c.session_id, root))
              .order_by(messages.c.timestamp, messages.c.id).limit(1).scalar_subquery())
     # The sentinel starts with NUL, where SQLite's text functions stop (starts_with knows).
     return case((starts_with(first, MULTIMODAL_PREFIX), first),
@@ -84,7 +86,7 @@ def make_preview(raw: str | None) -> str:
 def recent_sessions_query(limit: int = 20, *, now: float | None = None) -> Select:
     """The seed's "recent sessions with preview": ``s.*``, preview source, last activity."""
     return (select(literal_column("*"),
-                   preview_source(sessions.c.id).label("preview"),
+                   preview_source(sessions.c.id, sessions.c.root_session_id).label("preview"),
                    lineage.last_activity(sessions, now).label("last_active"))
             .select_from(sessions)
             .order_by(sessions.c.started_at.desc(), sessions.c.id.desc()).limit(limit))
@@ -185,7 +187,7 @@ def list_sessions_rich(conn: Executor, *, source: str | None = None,
     now = time.time() if now is None else now
     last_active = lineage.last_activity(sessions, now)
     query = (select(literal_column("*"),
-                    preview_source(sessions.c.id).label("preview"),
+                    preview_source(sessions.c.id, sessions.c.root_session_id).label("preview"),
                     last_active.label("last_active"))
              .select_from(sessions)
              .where(*_source_filters(source, exclude_sources)))
@@ -200,7 +202,7 @@ def list_sessions_rich(conn: Executor, *, source: str | None = None,
         query = query.order_by(sessions.c.pinned.desc())
     if order_by_last_active:
         # A row that did not end 'compression' is a chain of one: its own activity counts.
-        chain = lineage.lineage_activity(now=now, compressed_only=True).subquery("chain")
+        chain = lineage.lineage_activity(conn, now=now, compressed_only=True).subquery("chain")
         chain_active = (select(chain.c.last_active).where(chain.c.root_id == sessions.c.id)
                         .scalar_subquery())
         query = query.order_by(func.coalesce(chain_active, last_active).desc(),
@@ -222,7 +224,8 @@ def _project(conn: Executor, row: dict[str, Any], now: float) -> dict[str, Any]:
     if tip_id is None or tip_id == row["id"]:
         return row
     tip = conn.execute(
-        select(literal_column("*"), preview_source(sessions.c.id).label("preview"),
+        select(literal_column("*"),
+               preview_source(sessions.c.id, sessions.c.root_session_id).label("preview"),
                lineage.last_activity(sessions, now).label("last_active"))
         .select_from(sessions).where(sessions.c.id == tip_id)).mappings().first()
     if tip is None:

@@ -21,11 +21,13 @@ from sqlalchemy import (
     Select,
     Table,
     bindparam,
+    column,
     delete,
     func,
     insert,
     literal_column,
     select,
+    table,
     update,
 )
 from sqlalchemy.dialects.postgresql.psycopg import dialect as pg_dialect
@@ -43,7 +45,7 @@ from hermes_store.content import (
     encode_tool_calls,
     tool_calls_added,
 )
-from hermes_store.db import dialect
+from hermes_store.db import dialect, distribution
 from hermes_store.db.catalog import is_derived_name
 from hermes_store.db.models import ChatSession, Message
 from hermes_store.repo import bigrams, lineage
@@ -169,9 +171,16 @@ _BUMP_PG = _BUMP_PG_COMPILED.string
 _BUMP_PG_PARAMS = dict(_BUMP_PG_COMPILED.params)
 
 
+# A distributed store's messages carry their lineage root (the distribution column,
+# db/distribution.py); a single-server store's do not have the column at all.
+_PG_ROOTED = table("messages", *(column(c.name, c.type) for c in bigrams.PG_MESSAGES.columns),
+                   column("root_session_id"))
+
+
 @functools.cache
 def _insert_pg(columns: tuple[str, ...]) -> str:
-    statement = insert(bigrams.PG_MESSAGES).returning(bigrams.PG_MESSAGES.c.id)
+    target = _PG_ROOTED if "root_session_id" in columns else bigrams.PG_MESSAGES
+    statement = insert(target).returning(target.c.id)
     compiled = statement.compile(dialect=_PG, column_keys=list(columns))
     # Every placeholder must be the column's own name: the row dict is bound as it is.
     assert all(compiled.bind_names[b] == b.key for b in compiled.binds.values())
@@ -194,6 +203,9 @@ def append(conn: Executor, message: PreparedMessage) -> int:
     else:
         if bigrams.writes_vector(conn):  # PostgreSQL: the CJK tokens ride along
             row = bigrams.with_vector(row)
+        if distribution.distributed(conn):
+            sid = row["session_id"]
+            row = {**row, "root_session_id": roots_of(conn, [sid]).get(sid)}
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
             new_id = cursor.execute(_insert_pg(tuple(row)), row).fetchone()[0]
@@ -228,6 +240,10 @@ def append_many(conn: Executor, batch: Sequence[PreparedMessage], *, into: Table
     if bigrams.writes_vector(db, into):
         target = bigrams.PG_MESSAGES if into is messages else into
         rows = [bigrams.with_vector(r) for r in rows]
+    if distribution.distributed(db) and "root_session_id" not in into.c:
+        target = _PG_ROOTED
+        roots = roots_of(db, {r["session_id"] for r in rows})
+        rows = [{**r, "root_session_id": roots.get(r["session_id"])} for r in rows]
     # executemany needs one key set per statement: group rows by their keys, ids fix the order.
     groups: dict[frozenset[str], list[dict[str, Any]]] = {}
     for r in rows:
@@ -246,6 +262,17 @@ def append_many(conn: Executor, batch: Sequence[PreparedMessage], *, into: Table
     for i in range(0, len(ids), _BATCH):
         bigrams.sync_messages(db, ids[i:i + _BATCH])
     return ids
+
+
+def roots_of(conn: Executor, session_ids: Iterable[str]) -> dict[str, str]:
+    """Each known session's root (what a distributed store's message rows carry); an unknown session's row then fails its NOT NULL root, an
+    ``IntegrityError`` as the foreign key gives elsewhere."""
+    wanted = list(session_ids)
+    found: dict[str, str] = {}
+    for i in range(0, len(wanted), _BATCH):
+        found.update(conn.execute(select(sessions.c.id, sessions.c.root_session_id)
+                                  .where(sessions.c.id.in_(wanted[i:i + _BATCH]))).all())
+    return found
 
 
 def _free_ids(conn: Executor, into: Table, ids: Sequence[Any]) -> bool:

@@ -134,7 +134,7 @@ def load_lineages(conn: Executor, *, now: float | None = None,
     now = time.time() if now is None else now
     if rule == V21:
         return _continuation_lineages(conn, now)
-    lmap = lineage.lineage_map().subquery("lmap")
+    lmap = lineage.lineage_map(conn).subquery("lmap")
     rows = conn.execute(
         select(sessions.c.id, sessions.c.ended_at, sessions.c.pinned, sessions.c.archived,
                lineage.last_activity(sessions, now).label("last_active"),

@@ -157,10 +157,14 @@ def search_matches(needle: str) -> Callable[[Any], ColumnElement[bool]]:
 
 
 def needle_anchors(matches: Callable[[Any], ColumnElement[bool]], *,
-                   where: Sequence[ColumnElement[bool]] = ()) -> Select:
+                   where: Sequence[ColumnElement[bool]] = (), conn: Any = None) -> Select:
     """Ids of the rows passing ``where`` whose continuation chain may hold a matching segment:
     the matching segments and the continuation ancestors a chain could reach them from.
-    Seeding the walk with these makes its cost follow the matches, not the store."""
+    Seeding the walk with these makes its cost follow the matches, not the store. Given
+    ``conn`` on a distributed store, the walk goes up one step per query (Citus runs a
+    recursive CTE only with a constant filter on the distribution column)."""
+    if conn is not None and lineage.distributed_store(conn):
+        return _anchors_stepwise(conn, matches, where)
     seed = _NEEDLE_SEED
     up = (select(seed.c.id, seed.c.parent_session_id, seed.c.root_session_id,
                  seed.c.model_config, seed.c.source, literal(0).label("depth"))
@@ -175,6 +179,31 @@ def needle_anchors(matches: Callable[[Any], ColumnElement[bool]], *,
                up.c.depth < compression.MAX_TIP_STEPS))
     return select(sessions.c.id, sessions.c.root_session_id).where(
         sessions.c.id.in_(select(up.c.id)), *where)
+
+
+_UP = ("id", "parent_session_id", "root_session_id", "model_config", "source")
+
+
+def _anchors_stepwise(conn: Any, matches: Callable[[Any], ColumnElement[bool]],
+                      where: Sequence[ColumnElement[bool]]) -> Select:
+    seed, parent = _NEEDLE_SEED, _NEEDLE_PARENT
+    frontier = conn.execute(select(*(seed.c[n] for n in _UP)).where(matches(seed))).all()
+    found = {row[0] for row in frontier}
+    for _ in range(compression.MAX_TIP_STEPS):
+        if not frontier:
+            break
+        up = lineage.walked_rows("idq_up", (*_UP, "depth"),
+                                 [(*row, 0) for row in frontier]).subquery("idq_step")
+        frontier = conn.execute(
+            select(*(parent.c[n] for n in _UP))
+            .join_from(up, parent, and_(parent.c.root_session_id == up.c.root_session_id,
+                                        parent.c.id == up.c.parent_session_id))
+            .where(parent.c.end_reason == compression.COMPRESSION,
+                   compression.may_continue(up))).all()
+        frontier = [row for row in frontier if row[0] not in found]
+        found.update(row[0] for row in frontier)
+    return select(sessions.c.id, sessions.c.root_session_id).where(
+        sessions.c.id.in_(sorted(found)), *where)
 
 
 def needle_roots(chain: CTE, matches: Callable[[Any], ColumnElement[bool]]) -> Select:
@@ -219,7 +248,8 @@ def live_columns(conn: Executor, *, compact: bool = False) -> list[Any] | None:
 
 def row_query(now: float, columns: list[Any] | None = None) -> Select:
     return select(*(columns if columns is not None else [literal_column("*")]),
-                  listing.preview_source(sessions.c.id).label("preview"),
+                  listing.preview_source(sessions.c.id, sessions.c.root_session_id)
+                  .label("preview"),
                   lineage.last_activity(sessions, now).label("last_active")).select_from(sessions)
 
 
@@ -271,15 +301,16 @@ def list_sessions(conn: Executor, filters: Filters, *, now: float, limit: int = 
         needles = [id_matches(id_query)] if id_query else []
         needles += [search_matches(search_query)] if search_query else []
         if needles:
-            anchors = needle_anchors(lambda seg: or_(*(m(seg) for m in needles)), where=where)
-            chain = compression.chain_map(anchors, now=now)
+            anchors = needle_anchors(lambda seg: or_(*(m(seg) for m in needles)), where=where,
+                                     conn=conn)
+            chain = compression.chain_map(anchors, now=now, conn=conn)
             for matches in needles:
                 query = query.where(sessions.c.id.in_(needle_roots(chain, matches)))
         else:
             # Only a compression-ended row continues anywhere: the others are their own chain.
             anchors = select(sessions.c.id, sessions.c.root_session_id).where(
                 *where, sessions.c.end_reason == compression.COMPRESSION)
-            chain = compression.chain_map(anchors, now=now)
+            chain = compression.chain_map(anchors, now=now, conn=conn)
         query = ordered_by_chain_activity(query, chain, now=now)
     else:
         query = query.order_by(sessions.c.started_at.desc(), sessions.c.id.desc())

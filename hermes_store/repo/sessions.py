@@ -17,6 +17,7 @@ from sqlalchemy import Connection, and_, case, exc, func, literal_column, select
 from sqlalchemy.orm import Session
 
 from hermes_store.content import check_integer, check_key, check_text, dump_json
+from hermes_store.db import distribution
 from hermes_store.db.dialect import insert
 from hermes_store.db.models import ChatSession, StateMeta
 from hermes_store.errors import TitleInUseError
@@ -110,18 +111,25 @@ def create_or_fill(conn: Executor, session_id: str, source: str, values: Mapping
     else:
         prompt = None
     parent = values.get("parent_session_id")
-    # Filling the parent of an existing row moves it (and its subtree) under a new root.
-    below = lineage.subtree(conn, session_id) if parent is not None else []
+    if distribution.distributed(connection_of(conn)):
+        # Citus routes the row by its root: the value is known before the insert, is the key
+        # of the conflict, and never moves (a distribution column is not updated).
+        root: Any = (lineage.root_of(conn, session_id)
+                     or (parent and lineage.root_of(conn, parent)) or parent or session_id)
+        key, below = [sessions.c.root_session_id, sessions.c.id], None
+    else:
+        root, key = _root_below(parent, session_id), [sessions.c.id]
+        # Filling the parent of an existing row moves it (and its subtree) under a new root.
+        below = lineage.subtree(conn, session_id) if parent is not None else None
     stmt = insert(conn, sessions).values(id=session_id, source=source, started_at=now,
-                                         root_session_id=_root_below(parent, session_id),
-                                         **values)
+                                         root_session_id=root, **values)
     fill = {name: func.coalesce(sessions.c[name], stmt.excluded[name]) for name in values}
     fill["source"] = case((sessions.c.source == PLACEHOLDER_SOURCE, stmt.excluded.source),
                           else_=sessions.c.source)
-    conn.execute(stmt.on_conflict_do_update(index_elements=[sessions.c.id], set_=fill))
+    conn.execute(stmt.on_conflict_do_update(index_elements=key, set_=fill))
     if prompt is not None:
         prompts.fill(connection_of(conn), session_id, prompt)
-    if parent is not None:
+    if below is not None:
         lineage.reroot(conn, session_id, below)
     return session_id
 

@@ -174,7 +174,8 @@ def unlinked_sessions(conn: Connection, *, user_id: str, limit: int,
     last_active = lineage.last_activity(sessions, now)
     bound = select(bindings.c.session_id).where(bindings.c.session_id == sessions.c.id)
     query = (select(literal_column("*"),
-                    listing.preview_source(sessions.c.id).label("preview"),
+                    listing.preview_source(sessions.c.id, sessions.c.root_session_id)
+                    .label("preview"),
                     last_active.label("last_active"))
              .select_from(sessions)
              .where(sessions.c.source == TELEGRAM, sessions.c.user_id == user_id,

@@ -135,6 +135,25 @@ LEFT JOIN LATERAL (
      AND (a.timestamp, a.id) > (m.timestamp, m.id)
    ORDER BY a.timestamp ASC, a.id ASC LIMIT 1) AS n ON true
 ORDER BY {order}"""
+# On a distributed store (db/distribution.py) Citus joins ``messages`` and ``sessions`` only on
+# their distribution column: each join of a hit to its session or neighbours also matches roots.
+_ROOTED = {
+    "ON s.id = m.session_id": "ON s.id = m.session_id AND s.root_session_id = m.root_session_id",
+    "WHERE b.session_id = m.session_id":
+        "WHERE b.session_id = m.session_id AND b.root_session_id = m.root_session_id",
+    "WHERE a.session_id = m.session_id":
+        "WHERE a.session_id = m.session_id AND a.root_session_id = m.root_session_id",
+}
+assert all(plain in _SESSION_JOIN + _PAGE for plain in _ROOTED)
+
+
+def rooted(text: str) -> str:
+    """A search statement in its distributed form."""
+    for plain, root_too in _ROOTED.items():
+        text = text.replace(plain, root_too)
+    return text
+
+
 _ORDERS = {
     "rank": "page.best, page.ts DESC, page.id DESC",
     "newest": "page.ts DESC, page.id DESC",

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 
 from hermes_store.content import MULTIMODAL_PREFIX, text_of
-from hermes_store.db import catalog
+from hermes_store.db import catalog, distribution
 from hermes_store.db.catalog import SearchLayout
 from hermes_store.db.sqlite_driver import (
     driver_errors,
@@ -69,11 +69,12 @@ def _fetch(conn: Connection, statement: Sql) -> list[Any]:
     Search statements are read-only FTS5 SQL built from fixed fragments; SQLAlchemy's
     per-statement result machinery cost as much as the statements themselves here.
     """
+    text = postgres.rooted(statement.text) if distribution.distributed(conn) else statement.text
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
         if statement.prepare is None:
-            return cursor.execute(statement.text, tuple(statement.params)).fetchall()
-        return cursor.execute(statement.text, tuple(statement.params),
+            return cursor.execute(text, tuple(statement.params)).fetchall()
+        return cursor.execute(text, tuple(statement.params),
                               prepare=statement.prepare).fetchall()
     finally:
         cursor.close()
