@@ -27,7 +27,7 @@ from hermes_store.cli.render import (
 from hermes_store.errors import SessionNotFoundError
 
 if TYPE_CHECKING:
-    from hermes_store.repo.filters import SessionFilter
+    from hermes_store.repo.filter_values import SessionFilter
     from hermes_store.transfer.reader import StoreReader
 
 TOOL_RESULT_CHARS = 2000
@@ -335,8 +335,8 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
 
     text = " ".join(query)
     flt = None
-    if newer_than is not None:  # the filters module loads SQLAlchemy: only when asked
-        from hermes_store.repo.filters import SessionFilter
+    if newer_than is not None:
+        from hermes_store.repo.filter_values import SessionFilter
 
         flt = SessionFilter(newer_than=newer_than)
     # A file is searched on the standard library (db.raw); --session resolves a reference
