@@ -13,7 +13,6 @@ import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from hermes_store.errors import UsageError
 
@@ -199,13 +198,6 @@ class SessionFilter:
         return not any(
             getattr(self, f) not in (None, ()) for f in self.__dataclass_fields__ if f != "now"
         )
-
-    def where(self, last_activity: Any, table: Any = None) -> Any:
-        """The ANDed clause over *table* (default: the modelled ``sessions`` table): see
-        :func:`repo.filters.filter_clause`."""
-        from hermes_store.repo.filters import filter_clause
-
-        return filter_clause(self, last_activity, table)
 
     def describe(self) -> str:
         """Human description for previews, e.g. "last active before 2026-07-05 14:30, source 'cli'"."""

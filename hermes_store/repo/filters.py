@@ -1,7 +1,8 @@
-"""The shared session filter set (docs/cli.md#filters): AGE/TIME parsing and one WHERE clause.
+"""The shared session filter set (docs/cli.md#filters) as one WHERE clause.
 
 ``list``, ``export``, ``prune``, ``archive``, ``unarchive`` and ``close`` all select sessions with the
-same flags, so the flags live in one :class:`SessionFilter` whose :meth:`SessionFilter.where` builds
+same flags, so the flags live in one :class:`SessionFilter` (its values and AGE/TIME parsing are
+:mod:`repo.filter_values`, re-exported here) and :func:`filter_clause` builds
 a SQLAlchemy Core clause over the ``sessions`` table. Every user value travels as a bound parameter;
 LIKE needles have ``%``/``_`` escaped. The "last activity" expression is passed in by the caller so
 that listing order and prune share the one expression defined by the session API.
@@ -116,7 +117,7 @@ def matching(conn: Connection, flt: SessionFilter, *,
         activity = func.coalesce(select(chain.c.last_active)
                                  .where(chain.c.root_id == live.c.id).scalar_subquery(),
                                  activity)
-    matched = select(live.c.id).where(flt.where(activity, table=live))  # type: ignore[arg-type]
+    matched = select(live.c.id).where(filter_clause(flt, activity, table=live))
     if by_lineage:
         # The listing query has its own lineage CTE of the same name: resolve the ids first
         # and pass them as one JSON parameter.

@@ -31,7 +31,7 @@ from hermes_store.db.models import ChatSession, Message
 from hermes_store.errors import AmbiguousSessionError, SessionNotFoundError
 from hermes_store.repo import lineage, prompts, session_rows
 from hermes_store.repo.filters import SessionFilter, matching
-from hermes_store.repo.session_rows import PREVIEW_CHARS, TIP_COLUMNS, make_preview
+from hermes_store.repo.session_rows import HIDDEN, PREVIEW_CHARS, TIP_COLUMNS, make_preview
 from hermes_store.repo.sessions import (
     Executor,
     connection_of,
@@ -47,11 +47,10 @@ messages = Message.__table__
 # Enough raw text for a 60-character preview after newlines and surrounding blanks go.
 _PREVIEW_FETCH = 400
 BRANCHED = "branched"
-HIDDEN = "hidden"
 # A session argument is a full id or a unique prefix of at least this many characters.
 MIN_PREFIX = 4
 MAX_CANDIDATES = 10
-__all__ = ["PREVIEW_CHARS", "TIP_COLUMNS", "make_preview"]  # re-exported from session_rows
+__all__ = ["HIDDEN", "PREVIEW_CHARS", "TIP_COLUMNS", "make_preview"]  # re-exported from session_rows
 
 
 # --------------------------------------------------------------------------- preview
@@ -131,6 +130,11 @@ def not_hidden(conn: Executor) -> Any:
     (schema 31: sessions a user hid from their lists); None when it has no such column."""
     if not any(c.name == HIDDEN for c in catalog.columns(connection_of(conn), "sessions")):
         return None
+    return hidden_clause()
+
+
+def hidden_clause() -> Any:
+    """``hidden = 0``, NULL counting as 0 (see :func:`not_hidden`)."""
     return func.coalesce(literal_column(f"sessions.{HIDDEN}"), 0) == 0
 
 

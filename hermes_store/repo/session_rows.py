@@ -16,6 +16,8 @@ PREVIEW_CHARS = 60
 PROMPTS_TABLE = "system_prompts"
 HASH_COLUMN = "system_prompt_hash"
 COMPRESSION = "compression"
+# The agent's column (its schema 31) for sessions a user hid from their lists.
+HIDDEN = "hidden"
 # Columns a projected listing row takes from its lineage's tip (docs/contracts.md#listing).
 TIP_COLUMNS = ("id", "ended_at", "end_reason", "message_count", "tool_call_count", "title",
                "last_active", "preview", "model", "system_prompt")

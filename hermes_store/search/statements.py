@@ -30,9 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-
 from hermes_store.content import MULTIMODAL_PREFIX, text_of
-from hermes_store.db import catalog, distribution
+from hermes_store.db import catalog
 from hermes_store.db.catalog import SearchLayout
 from hermes_store.db.sqlite_driver import (
     driver_errors,
@@ -69,7 +68,13 @@ def _fetch(conn: Connection, statement: Sql) -> list[Any]:
     Search statements are read-only FTS5 SQL built from fixed fragments; SQLAlchemy's
     per-statement result machinery cost as much as the statements themselves here.
     """
-    text = postgres.rooted(statement.text) if distribution.distributed(conn) else statement.text
+    text = statement.text
+    if conn.dialect.name == "postgresql":  # only a server store is distributed (and a file's
+        from hermes_store.db import distribution  # search loads no SQLAlchemy: db.raw)
+        from hermes_store.search import postgres
+
+        if distribution.distributed(conn):
+            text = postgres.rooted(text)
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
         if statement.prepare is None:
