@@ -17,13 +17,14 @@ from typing import Any
 
 from sqlalchemy import Connection, exc, func, select, text
 
-from hermes_store.db import catalog, index_writers, names
+from hermes_store.db import catalog, index_writers
 from hermes_store.db import derived as layout
 from hermes_store.db.engine import fts5_available
 from hermes_store.db.models import ChatSession
 from hermes_store.db.schema_state import status_of
 from hermes_store.db.sqlite_driver import agent_tokenizer_problem
 from hermes_store.errors import SchemaMismatchError
+from hermes_store.ops.layout_state import layout_info
 from hermes_store.repo import index_health
 from hermes_store.repo.lineage import SANE_FUTURE_S, SANE_MIN_TS, last_activity
 
@@ -196,58 +197,6 @@ def _one_session(conn: Connection, where: str, order: str, lo: float, hi: float
     if row is None:
         return None
     return {"id": row[0], "started_at": row[1], "source": row[2], "title": row[3]}
-
-
-def state_markers(conn: Connection) -> dict[str, str]:
-    try:
-        return {str(k): v for k, v in conn.exec_driver_sql("SELECT key, value FROM state_meta")}
-    except exc.DBAPIError:
-        return {}
-
-
-def _layout_state(conn: Connection, markers: dict[str, str], fts: list[str]) -> str:
-    """What the derived indexes are, read from the schema itself (a stamp, if any, wins)."""
-    stamp = next((v for k, v in sorted(markers.items()) if "layout" in k), None)
-    if stamp:
-        return stamp
-    # An adopted file not upgraded yet has only the agent's index, under its name.
-    word_sql = catalog.table_sql(conn, "messages_fts")
-    compact_sql = "".join((word_sql or "").split()).lower()
-    if word_sql is not None and catalog.table_sql(conn, names.WORD_INDEX) is None:
-        return "legacy (inline)" if "content=" not in compact_sql else "legacy (external content)"
-    missing = layout.missing_objects(conn)
-    if len(missing) == len(layout.expected_objects()):
-        return "none"
-    state = "compact" if not missing else (
-        f"compact, incomplete ({len(missing)} objects missing: hermes-store repair)")
-    if any(t.endswith("_old") for t in fts):
-        state += "; old inline index awaiting hermes-store optimize-storage"
-    return state
-
-
-def layout_info(conn: Connection) -> dict[str, Any]:
-    """The derived-index layout as recorded in ``state_meta``; any keys may be absent."""
-    markers = state_markers(conn)
-    relevant = {k: v for k, v in markers.items()
-                if "fts" in k or "layout" in k or names.is_ours(k)}
-    present = catalog.fts5_tables(conn)
-    info: dict[str, Any] = {"version": _layout_state(conn, relevant, present), "markers": relevant,
-                            "fts_tables": present, "backfill": None}
-    high, progress = (relevant.get(names.BACKFILL_HIGH_WATER),
-                      relevant.get(names.BACKFILL_PROGRESS))
-    if high is not None:
-        try:
-            high_i, prog_i = int(high), int(progress or 0)
-        except ValueError:
-            info["backfill"] = {"pending": True, "note": f"unreadable markers {high!r}/{progress!r}"}
-        else:
-            total = conn.exec_driver_sql("SELECT COUNT(*) FROM messages WHERE id <= ?",
-                                         (high_i,)).scalar() or 0
-            done = conn.exec_driver_sql("SELECT COUNT(*) FROM messages WHERE id <= ?",
-                                        (min(prog_i, high_i),)).scalar() or 0
-            info["backfill"] = {"pending": prog_i < high_i, "done": int(done), "total": int(total),
-                                "high_water": high_i, "progress": prog_i}
-    return info
 
 
 def idle_open_sessions(conn: Connection, idle_s: float = IDLE_OPEN_S,
@@ -567,29 +516,3 @@ def diagnose(conn: Connection, path: Path, *, full: bool = False,
         "holders", "info",
         "; ".join(f"pid {p}: {c}" for p, c in held) if held else "no other process holds the store"))
     return DoctorReport(str(path), schema, findings, stats, held, version)
-
-
-def capabilities(conn: Connection) -> dict[str, Any]:
-    """What ``current`` reports beside the revision: journal mode, FTS5/trigram, the layout.
-
-    The trigram probe creates (and drops) a table in the connection's private ``temp`` schema,
-    which a read-only connection may do; the store itself is not written.
-    """
-    journal = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
-    trigram = True
-    try:
-        conn.exec_driver_sql(
-            "CREATE VIRTUAL TABLE temp.hermes_trigram_probe USING fts5(x, tokenize='trigram')")
-        conn.exec_driver_sql("DROP TABLE temp.hermes_trigram_probe")
-    except exc.DBAPIError:
-        trigram = False
-    try:
-        conn.exec_driver_sql("CREATE VIRTUAL TABLE temp.hermes_fts5_probe USING fts5(x)")
-        conn.exec_driver_sql("DROP TABLE temp.hermes_fts5_probe")
-        fts5 = True
-    except exc.DBAPIError:
-        fts5 = False
-    layout = (layout_info(conn) if catalog.has_table(conn, "state_meta")
-              else {"version": None})
-    return {"journal_mode": journal, "fts5": fts5, "trigram": trigram and fts5,
-            "layout_version": layout.get("version"), "backfill": layout.get("backfill")}
