@@ -1,4 +1,4 @@
-"""Start-up of the reading commands: ``hermes-store search`` and ``list`` against
+"""Start-up of the reading commands: ``hermes-store search``, ``list`` and ``current`` against
 ``sqlite-utils search`` on the same file, each a fresh process, median of N runs.
 
 The machine is shared, so the figures are ratios (ours / sqlite-utils, measured interleaved)
@@ -84,6 +84,7 @@ def measure(path: Path, runs: int) -> dict[str, object]:
     commands = {
         "search": [ours, "--db", str(path), "search", "borrow"],
         "list": [ours, "--db", str(path), "list"],
+        "current": [ours, "--db", str(path), "current"],
         "sqlite-utils search": [_tool("sqlite-utils"), "search", str(path), fts_table(path),
                                 "borrow"],
         "python -c pass": [sys.executable, "-c", "pass"],
