@@ -1,8 +1,8 @@
 """Reading commands do not load the migration machinery: Alembic is imported only to migrate
-(the schema state comes from the scripts' text, db.schema_state). ``search``, ``list`` and
-``current`` on a store file load no SQLAlchemy at all: they read through db.raw, by the
-connection policy the engines use, and their session reads are the repo's statements compiled
-once (repo.prepared_sql, run by repo.prepared_reads). Timing itself is
+(the schema state comes from the scripts' text, db.schema_state). ``search``, ``list``,
+``current`` and ``stats`` on a store file load no SQLAlchemy at all: they read through db.raw,
+by the connection policy the engines use, and their session reads are the repo's statements
+compiled once (repo.prepared_sql, run by repo.prepared_reads). Timing itself is
 benchmarks/bench_startup.py's."""
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def test_a_reading_command_never_imports_alembic(head_db: Path, args: list[str])
 @pytest.mark.parametrize("args", [["search", "hello"], ["search", "hello", "--limit", "1"],
                                   ["--json", "search", "hello", "--source", "cli"],
                                   ["list"], ["list", "--all", "--limit", "1"],
-                                  ["--json", "list"], ["current"], ["--json", "current"]],
+                                  ["--json", "list"], ["current"], ["--json", "current"],
+                                  ["stats"], ["--json", "stats"]],
                          ids=lambda a: " ".join(a))
 def test_reading_a_file_imports_no_sqlalchemy(head_db: Path, args: list[str]) -> None:
     make_session(head_db, "20260801_120000_aaaa11", texts=("hello there", "hello again"))
