@@ -50,7 +50,8 @@ BRANCHED = "branched"
 # A session argument is a full id or a unique prefix of at least this many characters.
 MIN_PREFIX = 4
 MAX_CANDIDATES = 10
-__all__ = ["HIDDEN", "PREVIEW_CHARS", "TIP_COLUMNS", "make_preview"]  # re-exported from session_rows
+# Re-exported from session_rows, where the listing's row finishing lives.
+__all__ = ["HIDDEN", "PREVIEW_CHARS", "TIP_COLUMNS", "make_preview"]
 
 
 # --------------------------------------------------------------------------- preview

@@ -1,9 +1,10 @@
 """The session reads of ``hermes-store search`` and ``list`` on a store file, run on the DB-API
 connection without SQLAlchemy: each statement is the one the repo builds
-(``listing.session_with_activity``, ``lineage.root_of``, ``lineage.tip_of``, ``listing.list_matching``
-with an empty filter, ``prompts.resolve``), compiled once by :mod:`repo.prepared_build` into
-:mod:`repo.prepared_sql`. Importing SQLAlchemy's Core and ORM cost a reading command several
-times what its statements do; these give the same rows (tests/test_cli_startup.py compares them).
+(``listing.session_with_activity``, ``lineage.root_of``, ``lineage.tip_of``,
+``listing.list_matching`` with an empty filter, ``prompts.resolve``), compiled once by
+:mod:`repo.prepared_build` into :mod:`repo.prepared_sql`. Importing SQLAlchemy's Core and ORM
+cost a reading command several times what its statements do; these give the same rows
+(tests/test_cli_startup.py compares them).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ def _run(conn: Any, name: str, **params: Any) -> Any:
     text, constants = SQL[name]
     if "keys" in params:  # an expanding IN: one named parameter per value
         keys = params.pop("keys")
-        text = text.replace("__[POSTCOMPILE_keys]", ", ".join(f":keys_{i}" for i in range(len(keys))))
+        text = text.replace("__[POSTCOMPILE_keys]",
+                            ", ".join(f":keys_{i}" for i in range(len(keys))))
         params.update({f"keys_{i}": key for i, key in enumerate(keys)})
     return conn.connection.driver_connection.execute(text, {**constants, **params})
 
