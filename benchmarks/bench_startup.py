@@ -1,5 +1,6 @@
-"""Start-up of the reading commands: ``hermes-store search`` and ``list`` against
-``sqlite-utils search`` on the same file, each a fresh process, median of N runs.
+"""Start-up of the reading commands: ``hermes-store search``, ``list``, ``current``, ``stats``
+and ``show`` against ``sqlite-utils search`` on the same file, each a fresh process, median of
+N runs.
 
 The machine is shared, so the figures are ratios (ours / sqlite-utils, measured interleaved)
 plus the load average read before and after (``os.getloadavg``, what ``uptime`` prints).
@@ -84,6 +85,9 @@ def measure(path: Path, runs: int) -> dict[str, object]:
     commands = {
         "search": [ours, "--db", str(path), "search", "borrow"],
         "list": [ours, "--db", str(path), "list"],
+        "current": [ours, "--db", str(path), "current"],
+        "stats": [ours, "--db", str(path), "stats"],
+        "show": [ours, "--db", str(path), "show", "latest"],
         "sqlite-utils search": [_tool("sqlite-utils"), "search", str(path), fts_table(path),
                                 "borrow"],
         "python -c pass": [sys.executable, "-c", "pass"],

@@ -34,12 +34,14 @@ def test_an_export_of_everything_counts_progress_against_every_session(head_stor
 
 def test_ctrl_c_under_json_still_prints_one_json_document(seeded: str,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from hermes_store.repo import listing
+    from hermes_store.repo import listing, prepared_reads
 
     def interrupted(*_args, **_kwargs):
         raise KeyboardInterrupt
 
+    # a server lists through the repo, a file through the compiled statements
     monkeypatch.setattr(listing, "list_matching", interrupted)
+    monkeypatch.setattr(prepared_reads, "list_page", interrupted)
     result = run("--db", seeded, "--json", "list")
     assert result.exit_code == 130
     doc = json.loads(result.stdout)

@@ -17,6 +17,7 @@ from hermes_store.repo.filters import (
     SessionFilter,
     TimeSyntaxError,
     escape_like,
+    filter_clause,
     parse_time,
 )
 
@@ -117,7 +118,7 @@ def filled(head_store: str) -> str:
 
 def _ids(path: str, flt: SessionFilter) -> set[str]:
     with reading(open_engine(path)) as conn:
-        return set(conn.scalars(select(S.c.id).where(flt.where(LAST_ACTIVITY))))
+        return set(conn.scalars(select(S.c.id).where(filter_clause(flt, LAST_ACTIVITY))))
 
 
 def test_empty_filter_matches_everything(filled: str) -> None:
@@ -192,7 +193,7 @@ def test_cost_is_actual_else_estimated_else_zero(filled: str) -> None:
 
 
 def test_values_are_bound_not_inlined(filled: str) -> None:
-    clause = SessionFilter(title="x' OR 1=1 --", now=NOW).where(LAST_ACTIVITY)
+    clause = filter_clause(SessionFilter(title="x' OR 1=1 --", now=NOW), LAST_ACTIVITY)
     assert "OR 1=1" not in str(clause.compile())
     assert _ids(filled, SessionFilter(title="x' OR 1=1 --", now=NOW)) == set()
 
@@ -211,5 +212,6 @@ def test_shares_the_session_apis_last_activity_expression(filled: str) -> None:
         session_id="old", role="user", content="still here", timestamp=NOW - 3600)))
     expr = lineage.last_activity(S, now=NOW)
     with reading(open_engine(filled)) as conn:
-        stale = set(conn.scalars(select(S.c.id).where(SessionFilter(older_than="30d", now=NOW).where(expr))))
+        stale = set(conn.scalars(select(S.c.id).where(
+            filter_clause(SessionFilter(older_than="30d", now=NOW), expr))))
     assert stale == {"nocost"}

@@ -512,7 +512,7 @@ def filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from hermes_store.repo.filters import SessionFilter
+        from hermes_store.repo.filter_values import SessionFilter
 
         values = {key: kwargs.pop(key) for key in FILTER_KEYS}
         values["sources"] = tuple(values["sources"] or ())

@@ -27,7 +27,7 @@ from hermes_store.cli.render import (
 from hermes_store.errors import SessionNotFoundError
 
 if TYPE_CHECKING:
-    from hermes_store.repo.filters import SessionFilter
+    from hermes_store.repo.filter_values import SessionFilter
     from hermes_store.transfer.reader import StoreReader
 
 TOOL_RESULT_CHARS = 2000
@@ -71,18 +71,27 @@ def list_cmd(obj: Ctx, flt: SessionFilter, limit: int, show_all: bool, archived:
       hermes-store list --source cli --newer-than 7d
       hermes-store --json list --all --limit 200
     """
-    from hermes_store.db.engine import reading
-    from hermes_store.repo import listing
+    from hermes_store.repo import prepared_reads
 
-    engine = open_read(obj)
-    page = listing.ListingPage([], False)
-    if engine is not None:
-        with reading(engine) as conn:
-            page = listing.list_matching(conn, flt, limit=limit, include_archived=show_all,
-                                         include_children=show_all, include_hidden=show_all,
-                                         only_archived=archived,
-                                         only_pinned=pinned, only_open=only_open)
-    rows, more = page.rows, page.more
+    # With no filter and none of the narrowing flags, a file is listed through the standard
+    # library (db.raw) by the compiled statements; the rest are built by the repo.
+    stdlib = prepared_reads.listable(flt, archived=archived, pinned=pinned, only_open=only_open)
+    store = open_read(obj, stdlib=stdlib)
+    rows: list[dict[str, Any]] = []
+    more = False
+    if store is not None:
+        with _reading(store) as conn:
+            if isinstance(store, Path):
+                rows, more = prepared_reads.list_page(conn, limit=limit, show_all=show_all,
+                                                      now=flt.now)
+            else:
+                from hermes_store.repo import listing
+
+                page = listing.list_matching(
+                    conn, flt, limit=limit, include_archived=show_all,
+                    include_children=show_all, include_hidden=show_all,
+                    only_archived=archived, only_pinned=pinned, only_open=only_open)
+                rows, more = page.rows, page.more
     items = [session_item(r, r["id"]) for r in rows]
     for item, row in zip(items, rows):
         item["preview"] = row.get("preview") or ""
@@ -335,8 +344,8 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
 
     text = " ".join(query)
     flt = None
-    if newer_than is not None:  # the filters module loads SQLAlchemy: only when asked
-        from hermes_store.repo.filters import SessionFilter
+    if newer_than is not None:
+        from hermes_store.repo.filter_values import SessionFilter
 
         flt = SessionFilter(newer_than=newer_than)
     # A file is searched on the standard library (db.raw); --session resolves a reference

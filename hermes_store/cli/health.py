@@ -24,10 +24,10 @@ from hermes_store.errors import StoreFullError
 from hermes_store.errors import StoreUnopenableError
 
 if TYPE_CHECKING:
-    from hermes_store.ops import stats
+    from hermes_store.ops import stats, store_stats
 
 
-def _stats_json(st: stats.StoreStats) -> dict[str, Any]:
+def _stats_json(st: store_stats.StoreStats) -> dict[str, Any]:
     data = st.to_dict()
     for key in ("oldest_open", "oldest", "newest"):
         if data[key]:
@@ -38,7 +38,7 @@ def _stats_json(st: stats.StoreStats) -> dict[str, Any]:
     return data
 
 
-def _render_stats(st: stats.StoreStats) -> None:
+def _render_stats(st: store_stats.StoreStats) -> None:
     from rich.markup import escape
     from rich.table import Table
 
@@ -115,22 +115,24 @@ def stats_cmd(obj: Ctx) -> None:
       hermes-store stats
       hermes-store --json stats | jq .sources
     """
-    from hermes_store.db.engine import reading
-    from hermes_store.ops import stats
-
-    engine = open_read(obj)
-    if engine is None:
+    store = open_read(obj, stdlib=True)  # a file: through the standard library (db.raw)
+    if store is None:
         obj.emit("stats", {"path": str(obj.db), "exists": False, "sessions": {"total": 0},
                            "messages": {"total": 0}, "sources": []},
                  f"{obj.db}: no store (0 sessions)")
         return
-    with reading(engine) as conn:
-        if on_server(obj):
-            from hermes_store.ops import server
+    if on_server(obj):
+        from hermes_store.db.engine import reading
+        from hermes_store.ops import server
 
+        with reading(store) as conn:
             st = server.collect(conn, str(obj.db))
-        else:
-            st = stats.collect(conn, obj.db)
+    else:
+        from hermes_store.db import raw
+        from hermes_store.ops import store_stats
+
+        with raw.reading(store) as conn:
+            st = store_stats.collect(conn, obj.db)
     obj.emit("stats", {"exists": True, **_stats_json(st)}, lambda: _render_stats(st))
 
 

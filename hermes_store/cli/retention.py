@@ -20,7 +20,7 @@ from hermes_store.errors import UsageError
 
 if TYPE_CHECKING:
     from hermes_store.repo import retention
-    from hermes_store.repo.filters import SessionFilter
+    from hermes_store.repo.filter_values import SessionFilter
 
 DEFAULT_RETENTION = "90d"
 _INFINITIVE = {"prune": "delete", "archive": "archive", "unarchive": "unarchive",

@@ -119,18 +119,21 @@ def current(obj: Ctx) -> None:
       hermes-store current --json
     """
     from hermes_store.db import schema_state
-    from hermes_store.db.engine import open_engine, reading
-    from hermes_store.ops import stats
 
     st = schema_state.status(obj.db)
     caps: dict[str, Any] = {}
     if st.state not in ("missing", "empty"):
-        with reading(open_engine(obj.db, readonly=True)) as conn:
-            if isinstance(obj.db, Path):
-                caps = stats.capabilities(conn)
-            else:
-                from hermes_store.ops import server
+        if isinstance(obj.db, Path):  # a file: through the standard library (db.raw)
+            from hermes_store.db import raw
+            from hermes_store.ops.layout_state import capabilities
 
+            with raw.reading(obj.db) as conn:
+                caps = capabilities(conn)
+        else:
+            from hermes_store.db.engine import open_engine, reading
+            from hermes_store.ops import server
+
+            with reading(open_engine(obj.db, readonly=True)) as conn:
                 caps = server.capabilities(conn)
     # The engine's version: a server's own (its journal is not ours to report), else SQLite's.
     engine_line = (f"server:   PostgreSQL {caps.get('server_version') or '?'}"

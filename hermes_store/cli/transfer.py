@@ -15,7 +15,7 @@ from hermes_store.errors import InputNotFoundError, UsageError
 
 if TYPE_CHECKING:
     from hermes_store.paths import StoreLocation
-    from hermes_store.repo.filters import SessionFilter
+    from hermes_store.repo.filter_values import SessionFilter
     from hermes_store.transfer import load
 
 # transfer.export.FORMATS, kept here so that --help never loads the exporter; tests/
@@ -295,7 +295,7 @@ def import_cmd(obj: Ctx, paths: tuple[Path, ...], kind: str | None, import_all: 
       hermes-store import backup.jsonl
       hermes-store import --from claude --all --since 30d
     """
-    from hermes_store.repo.filters import parse_time
+    from hermes_store.repo.filter_values import parse_time
     from hermes_store.transfer import load
 
     files = list(paths)

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-
-from sqlalchemy import Connection
+from typing import TYPE_CHECKING
 
 from hermes_store.content import CJK_CLASS, MARKER_BYTES, marker_sql
 from hermes_store.db import catalog, names
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 # The trigram tokenizer ships with FTS5 from SQLite 3.34; revision 0015 leaves the trigram
 # objects out on an older runtime, and substring search falls back to LIKE there.

@@ -41,6 +41,12 @@ class RawResult:
     def first(self) -> Any:
         return self._cursor.fetchone()
 
+    def one(self) -> Any:
+        row = self._cursor.fetchone()
+        if row is None:  # as SQLAlchemy's one(): a statement that must give a row gave none
+            raise LookupError("the statement returned no row")
+        return row
+
     def scalar(self) -> Any:
         row = self._cursor.fetchone()
         return None if row is None else row[0]

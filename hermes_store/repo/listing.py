@@ -24,13 +24,14 @@ from sqlalchemy import (
     select,
 )
 
-from hermes_store.content import MULTIMODAL_PREFIX, text_of
+from hermes_store.content import MULTIMODAL_PREFIX
 from hermes_store.db import catalog, distribution
 from hermes_store.db.dialect import starts_with
 from hermes_store.db.models import ChatSession, Message
 from hermes_store.errors import AmbiguousSessionError, SessionNotFoundError
-from hermes_store.repo import lineage, prompts
+from hermes_store.repo import lineage, prompts, session_rows
 from hermes_store.repo.filters import SessionFilter, matching
+from hermes_store.repo.session_rows import HIDDEN, PREVIEW_CHARS, TIP_COLUMNS, make_preview
 from hermes_store.repo.sessions import (
     Executor,
     connection_of,
@@ -43,17 +44,14 @@ from hermes_store.repo.sessions import (
 sessions = ChatSession.__table__
 messages = Message.__table__
 
-PREVIEW_CHARS = 60
 # Enough raw text for a 60-character preview after newlines and surrounding blanks go.
 _PREVIEW_FETCH = 400
 BRANCHED = "branched"
-HIDDEN = "hidden"
-# Columns a projected listing row takes from its lineage's tip (docs/contracts.md#listing).
 # A session argument is a full id or a unique prefix of at least this many characters.
 MIN_PREFIX = 4
 MAX_CANDIDATES = 10
-TIP_COLUMNS = ("id", "ended_at", "end_reason", "message_count", "tool_call_count", "title",
-               "last_active", "preview", "model", "system_prompt")
+# Re-exported from session_rows, where the listing's row finishing lives.
+__all__ = ["HIDDEN", "PREVIEW_CHARS", "TIP_COLUMNS", "make_preview"]
 
 
 # --------------------------------------------------------------------------- preview
@@ -70,14 +68,6 @@ def preview_source(session_id: Any, root: Any) -> Any:
     # The sentinel starts with NUL, where SQLite's text functions stop (starts_with knows).
     return case((starts_with(first, MULTIMODAL_PREFIX), first),
                 else_=func.substr(first, 1, _PREVIEW_FETCH))
-
-
-def make_preview(raw: str | None) -> str:
-    """Line breaks to spaces, trimmed, cut to 60 characters plus ``...``; none → ``""``."""
-    if not raw:
-        return ""
-    text = text_of(raw).replace("\r", " ").replace("\n", " ").strip()
-    return text[:PREVIEW_CHARS] + "..." if len(text) > PREVIEW_CHARS else text
 
 
 # --------------------------------------------------------------------------- seed queries
@@ -127,16 +117,13 @@ def top_token_sessions(conn: Executor, limit: int = 10) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- listing
 
 
-def _finish_row(row: Any) -> dict[str, Any]:
-    item = dict(row)
-    item["preview"] = make_preview(item.get("preview"))
-    return item
+_finish_row = session_rows.finish_row
 
 
 def with_prompts(conn: Executor, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``rows`` with prompts stored by hash filled in (:mod:`hermes_store.repo.prompts`)."""
-    prompts.resolve(connection_of(conn), rows)
-    return rows
+    return session_rows.with_prompts(rows, lambda pending: prompts.resolve(connection_of(conn),
+                                                                            pending))
 
 
 def not_hidden(conn: Executor) -> Any:
@@ -144,6 +131,11 @@ def not_hidden(conn: Executor) -> Any:
     (schema 31: sessions a user hid from their lists); None when it has no such column."""
     if not any(c.name == HIDDEN for c in catalog.columns(connection_of(conn), "sessions")):
         return None
+    return hidden_clause()
+
+
+def hidden_clause() -> Any:
+    """``hidden = 0``, NULL counting as 0 (see :func:`not_hidden`)."""
     return func.coalesce(literal_column(f"sessions.{HIDDEN}"), 0) == 0
 
 
@@ -185,17 +177,31 @@ def list_sessions_rich(conn: Executor, *, source: str | None = None,
     puts pinned rows before the others (``hermes-store list``); sessions the agent marks
     ``hidden`` are left out unless ``include_hidden``."""
     now = time.time() if now is None else now
+    query = rich_query(conn, source=source, exclude_sources=exclude_sources, limit=limit,
+                       offset=offset, include_children=include_children,
+                       order_by_last_active=order_by_last_active, where=where,
+                       pinned_first=pinned_first, now=now,
+                       hidden=None if include_hidden else not_hidden(conn))
+    rows = with_prompts(conn, [_finish_row(r) for r in conn.execute(query).mappings()])
+    if project_compression_tips and not include_children:
+        rows = [_project(conn, row, now) for row in rows]
+    return rows
+
+
+def rich_query(conn: Executor | None, *, source: str | None = None,
+               exclude_sources: Sequence[str] | None = None, limit: Any = 20, offset: Any = 0,
+               include_children: bool = False, order_by_last_active: bool = False,
+               where: Any = None, pinned_first: bool = False, now: Any = None,
+               hidden: Any = None) -> Select:
+    """:func:`list_sessions_rich`'s statement; ``hidden`` is :func:`not_hidden`'s clause or
+    None (``conn`` only tells a distributed store's lineage walk; repo.prepared_build passes
+    None and bound parameters for the limits and ``now``)."""
     last_active = lineage.last_activity(sessions, now)
-    query = (select(literal_column("*"),
-                    preview_source(sessions.c.id, sessions.c.root_session_id).label("preview"),
-                    last_active.label("last_active"))
-             .select_from(sessions)
-             .where(*_source_filters(source, exclude_sources)))
+    query = tip_row_query(now).where(*_source_filters(source, exclude_sources))
     if where is not None:
         query = query.where(where)
     if not include_children:
         query = query.where(visible_clause())
-    hidden = None if include_hidden else not_hidden(conn)
     if hidden is not None:
         query = query.where(hidden)
     if pinned_first:
@@ -209,33 +215,25 @@ def list_sessions_rich(conn: Executor, *, source: str | None = None,
                                sessions.c.started_at.desc(), sessions.c.id.desc())
     else:
         query = query.order_by(sessions.c.started_at.desc(), sessions.c.id.desc())
-    query = query.limit(limit).offset(offset)
-    rows = with_prompts(conn, [_finish_row(r) for r in conn.execute(query).mappings()])
-    if project_compression_tips and not include_children:
-        rows = [_project(conn, row, now) for row in rows]
-    return rows
+    return query.limit(limit).offset(offset)
+
+
+def tip_row_query(now: Any) -> Select:
+    """Every column plus ``preview`` and ``last_active``: a listing row before its filters."""
+    return (select(literal_column("*"),
+                   preview_source(sessions.c.id, sessions.c.root_session_id).label("preview"),
+                   lineage.last_activity(sessions, now).label("last_active"))
+            .select_from(sessions))
 
 
 def _project(conn: Executor, row: dict[str, Any], now: float) -> dict[str, Any]:
-    """A compression-ended row shows its lineage tip, keeping the root's ``started_at``."""
-    if row.get("end_reason") != lineage.COMPRESSION:
-        return row
-    tip_id = lineage.tip_of(conn, row["id"])
-    if tip_id is None or tip_id == row["id"]:
-        return row
-    tip = conn.execute(
-        select(literal_column("*"),
-               preview_source(sessions.c.id, sessions.c.root_session_id).label("preview"),
-               lineage.last_activity(sessions, now).label("last_active"))
-        .select_from(sessions).where(sessions.c.id == tip_id)).mappings().first()
-    if tip is None:
-        return row
-    tip_row = with_prompts(conn, [_finish_row(tip)])[0]
-    projected = dict(row)
-    for key in TIP_COLUMNS:
-        projected[key] = tip_row.get(key)
-    projected["_lineage_root_id"] = row["id"]
-    return projected
+    """A compression-ended row shows its lineage tip (:func:`session_rows.project`)."""
+
+    def tip_row(tip_id: str) -> dict[str, Any] | None:
+        tip = conn.execute(tip_row_query(now).where(sessions.c.id == tip_id)).mappings().first()
+        return None if tip is None else with_prompts(conn, [_finish_row(tip)])[0]
+
+    return session_rows.project(row, lambda sid: lineage.tip_of(conn, sid), tip_row)
 
 
 def search_sessions(conn: Executor, *, source: str | None = None, limit: int | None = 20,
@@ -359,6 +357,19 @@ def list_matching(conn: Connection, flt: SessionFilter, *, limit: int = 20, offs
     """``hermes-store list``: visible lineage tips passing the filter (activity over the whole
     lineage), pinned first, then by last activity; ``more`` from fetching one row extra."""
     clauses = [c for c in (matching(conn, flt, by_lineage=True),) if c is not None]
+    clauses += flag_clauses(include_archived=include_archived, only_archived=only_archived,
+                            only_pinned=only_pinned, only_open=only_open)
+    rows = list_sessions_rich(conn, limit=limit + 1, offset=offset,
+                              include_children=include_children, order_by_last_active=True,
+                              pinned_first=True, where=and_(*clauses) if clauses else None,
+                              now=flt.now, include_hidden=include_hidden)
+    return ListingPage(rows[:limit], len(rows) > limit)
+
+
+def flag_clauses(*, include_archived: bool = False, only_archived: bool = False,
+                 only_pinned: bool = False, only_open: bool = False) -> list[Any]:
+    """:func:`list_matching`'s clauses for its flags."""
+    clauses = []
     if only_archived:
         clauses.append(sessions.c.archived != 0)
     elif not include_archived:
@@ -367,11 +378,7 @@ def list_matching(conn: Connection, flt: SessionFilter, *, limit: int = 20, offs
         clauses.append(sessions.c.pinned != 0)
     if only_open:
         clauses.append(sessions.c.ended_at.is_(None))
-    rows = list_sessions_rich(conn, limit=limit + 1, offset=offset,
-                              include_children=include_children, order_by_last_active=True,
-                              pinned_first=True, where=and_(*clauses) if clauses else None,
-                              now=flt.now, include_hidden=include_hidden)
-    return ListingPage(rows[:limit], len(rows) > limit)
+    return clauses
 
 
 def matching_ids(conn: Connection, flt: SessionFilter, *, ended_only: bool = False) -> list[str]:

@@ -21,9 +21,7 @@ from sqlalchemy import Connection, and_, column, select, table, update
 
 from hermes_store.db import catalog
 from hermes_store.db.dialect import insert
-
-PROMPTS_TABLE = "system_prompts"
-HASH_COLUMN = "system_prompt_hash"
+from hermes_store.repo.session_rows import HASH_COLUMN, PROMPTS_TABLE, pending_prompts
 
 _prompts = table(PROMPTS_TABLE, column("hash"), column("prompt"))
 _sessions = table("sessions", column("id"), column("system_prompt"), column(HASH_COLUMN))
@@ -44,7 +42,7 @@ def resolve(conn: Connection, rows: Iterable[dict[str, Any]]) -> None:
     """Fill ``system_prompt`` of session rows whose text is stored by hash (in place).
 
     Rows of a store without the layout carry no hash key, so this costs nothing there."""
-    pending = [r for r in rows if r.get("system_prompt") is None and r.get(HASH_COLUMN)]
+    pending = pending_prompts(list(rows))
     if not pending or not catalog.has_table(conn, PROMPTS_TABLE):
         return
     keys = sorted({r[HASH_COLUMN] for r in pending})

@@ -58,7 +58,7 @@ def title_matches(conn: Connection, text: str, *, limit: int = 20) -> int:
     """How many sessions (up to ``limit``) have ``text`` in their title: search reads
     messages, and a word found only in titles deserves a pointer to ``list --title``."""
     from hermes_store.repo import listing
-    from hermes_store.repo.filters import SessionFilter
+    from hermes_store.repo.filter_values import SessionFilter
 
     page = listing.list_matching(conn, SessionFilter(title=text), limit=limit,
                                  include_archived=True)

@@ -72,11 +72,13 @@ def _fetch(conn: Connection, statement: Sql) -> list[Any]:
     raw = conn.connection.driver_connection
     if isinstance(raw, sqlite3.Connection):
         return _fetch_sqlite(raw, statement)
-    # Imported here: both load SQLAlchemy, which a file's search never needs.
-    from hermes_store.db import distribution
-    from hermes_store.search import postgres
+    text = statement.text
+    if conn.dialect.name == "postgresql":  # only a server store is distributed (and a file's
+        from hermes_store.db import distribution  # search loads no SQLAlchemy: db.raw)
+        from hermes_store.search import postgres
 
-    text = postgres.rooted(statement.text) if distribution.distributed(conn) else statement.text
+        if distribution.distributed(conn):
+            text = postgres.rooted(text)
     cursor = raw.cursor()  # type: ignore[union-attr]
     try:
         if statement.prepare is None:
