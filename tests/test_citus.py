@@ -1,5 +1,5 @@
 """A store on Citus: ``upgrade`` distributes ``sessions`` and ``messages`` by lineage root, and
-the library's operations run on the distributed tables (docs/scale-out.md#citus).
+the library's operations run on the distributed tables (docs/scale-out.md#distributing-citus-by-lineage-root).
 
 The Citus tests need a coordinator with workers; CI has none, so they run only when
 ``HERMES_STORE_TEST_CITUS_URL`` names a database on one (each test takes a fresh database
