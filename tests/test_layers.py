@@ -116,6 +116,18 @@ def test_nothing_inside_the_package_imports_its_face() -> None:
     assert wrong == []
 
 
+SEARCH_DIALECTS = ("hermes_store.search.sqlite", "hermes_store.search.postgres")
+
+
+def test_search_dialects_stand_side_by_side() -> None:
+    """Each dialect builds on the neutral ``search.shape`` alone: neither imports the other,
+    and the shape imports neither (so a SQLite search never loads PostgreSQL's module)."""
+    wrong = [f"{MODULES[s].relative_to(PACKAGE)}:{line} imports {t}" for s, t, line in _arrows()
+             if s in (*SEARCH_DIALECTS, "hermes_store.search.shape")
+             and t in SEARCH_DIALECTS and t != s]
+    assert wrong == []
+
+
 def test_no_import_cycle() -> None:
     graph: dict[str, set[str]] = {m: set() for m in MODULES}
     for source, target, _ in _arrows():

@@ -21,7 +21,7 @@ from hermes_store.db.engine import open_engine, reading, run_write
 from hermes_store.repo import bigrams
 from hermes_store.search import postgres as pg_statements
 from hermes_store.search import statements as search_module
-from hermes_store.search.sqlite import PAGE_COLUMNS
+from hermes_store.search.shape import PAGE_COLUMNS
 from hermes_store.search.statements import search_messages
 
 LONG_TOOL_OUTPUT = "CONTAINER ID   IMAGE\n" + "x" * 9000 + " deepneedle"

@@ -173,8 +173,8 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("ops/storage.py", "_drop", "table"): "a retired index name from RETIRED (fixed)",
     ("ops/recover.py", "_prepare_table", "decl"):
         "a column type from the source schema, matched against [A-Za-z ()0-9,]* first",
-    ("search/statements.py", "_fetch", "statement.text"):
-        "an Sql of search.sqlite or search.postgres, composed from fixed fragments only",
+    ("search/statements.py", "_fetch_sqlite", "statement.text"):
+        "an Sql of search.sqlite, composed from fixed fragments only",
     ("db/migrate.py", "drop_orphan_fts_shadows", "shadow"):
         "a shadow table name of catalog.FTS_TABLES (fixed), present in the schema",
     ("db/derived.py", "recreate_missing", "obj.sql"): "the fixed DDL constants of layout.OBJECTS",

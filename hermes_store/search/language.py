@@ -23,7 +23,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal, TypeVar, overload
 
 from hermes_store.repo.bigrams import BIGRAM_END, CJK_RUN_RE, contains_cjk
 
@@ -227,16 +227,20 @@ def _is_op(item: object) -> bool:
     return isinstance(item, str) and item in OPERATORS
 
 
-def _strip_trailing_ops(items: list) -> list:  # type: ignore[type-arg]
+# A query item: a token (str) while sanitizing, a Term or an operator once parsed.
+_Item = TypeVar("_Item", str, "Term | str")
+
+
+def _strip_trailing_ops(items: list[_Item]) -> list[_Item]:
     while items and _is_op(items[-1]):
         items.pop()
     return items
 
 
-def _clean_operators(items: list) -> list:  # type: ignore[type-arg]
+def _clean_operators(items: list[_Item]) -> list[_Item]:
     """Step 6 of docs/search.md#sanitizer, until stable; on strings and :class:`Term` lists."""
     while True:
-        out: list = []  # type: ignore[type-arg]
+        out: list[_Item] = []
         for item in items:
             if out and _is_op(item) and _is_op(out[-1]):
                 out[-1] = item  # a run of operators keeps its last one
@@ -311,7 +315,7 @@ class Not:
         return (self.left, self.right)
 
 
-Node = Union[Term, And, Or, Not]
+Node = Term | And | Or | Not
 
 
 def _split(items: Sequence[Term | str], op: str) -> list[list[Term | str]]:
@@ -333,9 +337,21 @@ def _combine(cls: type[And] | type[Or], nodes: list[Node]) -> Node:
     return cls(tuple(flat))
 
 
+def _terms(group: list[Term | str]) -> list[Node]:
+    """A group between operators: terms only, as ``parse_query`` yields no other strings and
+    ``_clean_operators`` leaves no run of operators."""
+    terms: list[Node] = []
+    for item in group:
+        if not isinstance(item, Term):
+            raise ValueError(f"operator {item!r} inside a group of terms: the query was not "
+                             "cleaned by build_tree")
+        terms.append(item)
+    return terms
+
+
 def _not_level(items: Sequence[Term | str]) -> Node:
     # NOT binds looser than juxtaposition and associates to the left: a NOT b NOT c = (a-b)-c.
-    groups = [_combine(And, list(g)) for g in _split(items, NOT)]  # type: ignore[arg-type]
+    groups = [_combine(And, _terms(g)) for g in _split(items, NOT)]
     node = groups[0]
     for right in groups[1:]:
         node = Not(node, right)
@@ -437,7 +453,7 @@ def render_like(tree: Node, columns: Sequence[str], *, compare: str = "LIKE ?",
         return term_sql
 
     # NULL columns make LIKE NULL; coalesce so "NOT NULL" does not drop rows that lack the term.
-    sql = _render(tree, leaf, " AND ", " OR ", "{} AND NOT coalesce({}, %s)" % false)
+    sql = _render(tree, leaf, " AND ", " OR ", f"{{}} AND NOT coalesce({{}}, {false})")
     # Parenthesized as a whole, so a caller can AND it with its filters without precedence traps.
     return (sql if isinstance(tree, Term) else f"({sql})"), params
 
@@ -476,6 +492,18 @@ def route_term(
 SYNTAXES = ("agent", "exclusions")
 _QUERY_TOKEN = re.compile(r'-?"[^"]*"\*?|\S+')
 _OR = "OR"
+
+
+@overload
+def apply_syntax(query: str, syntax: str) -> str: ...
+
+
+@overload
+def apply_syntax(query: None, syntax: str) -> None: ...
+
+
+@overload
+def apply_syntax(query: str | None, syntax: str) -> str | None: ...
 
 
 def apply_syntax(query: str | None, syntax: str) -> str | None:

@@ -1,6 +1,6 @@
 """PostgreSQL's statements for a message search (docs/search.md#postgresql): the
-same routes, hit lists and page as ``search.sqlite``, over revision 0018's indexes (the word
-column's text split at punctuation since revision 0020).
+same routes, hit lists and page as SQLite's (``search.sqlite``), over revision 0018's indexes
+(the word column's text split at punctuation since revision 0020).
 
 * word route: ``messages.hs_search_words @@ to_tsquery('hs_search', …)`` with every term cut
   at unicode61's separators, as the column's text was (``hs_word_text``, revision 0020), and
@@ -27,7 +27,7 @@ whole table for a rare term. Neither are ranked pages (their window is found the
 filtered ones.
 
 Snippets are cut from the stored text (``search.snippets``). Values are bound, never spliced;
-the select list of the page is ``sqlite.PAGE_COLUMNS``, so rows are read by the same getters.
+the select list of the page is ``shape.PAGE_COLUMNS``, so rows are read by the same getters.
 """
 
 from __future__ import annotations
@@ -38,12 +38,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hermes_store.db.catalog import SearchLayout
-from hermes_store.db.derived import (PG_ASCII_SPACE_CLASS, PG_SCOPE_TEXT, PG_SEARCH_CONFIG,
-                                     PG_SEPARATOR_CLASS)
+from hermes_store.db.derived import (
+    PG_ASCII_SPACE_CLASS,
+    PG_SCOPE_TEXT,
+    PG_SEARCH_CONFIG,
+    PG_SEPARATOR_CLASS,
+)
 from hermes_store.repo import bigrams
 from hermes_store.search import language
 from hermes_store.search.language import And, Node, Not, Term
-from hermes_store.search.sqlite import CONTEXT_CHARS, PAGE_COLUMNS, Filters, Sql
+from hermes_store.search.shape import (
+    Filters,
+    Sql,
+    context_text,
+    next_message,
+    page_select,
+    previous_message,
+)
 
 # A lexeme no text yields (tokens never hold control characters): a term without any lexeme.
 _NOTHING = "'\x01'"
@@ -129,8 +140,10 @@ _LISTED = ("SELECT * FROM unnest(%s::bigint[], %s::float8[], %s::float8[]) "
            f"AS listed({', '.join(PAGE_ID_COLUMNS)})")
 _IDS_OF = "WITH h(id, rank, origin) AS ({hits}) SELECT id FROM h"
 
-_CONTEXT_TEXT = ("CASE WHEN left({t}.content, 7) = U&'\\FFFF' || '0json:' THEN {t}.content "
-                 f"ELSE substr({{t}}.content, 1, {CONTEXT_CHARS}) END")
+# The neighbours' context text; PostgreSQL stores multimodal content's leading NUL as U+FFFF '0'
+# (db.dialect.NUL_ESCAPE).
+_CONTEXT_TEXT = {t: context_text(t, f"left({t}.content, 7) = U&'\\FFFF' || '0json:'")
+                 for t in ("p", "n")}
 _PAGE_OUTPUT = {
     "id": "m.id", "session_id": "m.session_id", "role": "m.role",
     "timestamp": "m.timestamp", "tool_name": "m.tool_name", "source": "s.source",
@@ -138,11 +151,10 @@ _PAGE_OUTPUT = {
     "origin": "'text'", "fts_snippet": "NULL",
     "content": "m.content", "tool_calls": "m.tool_calls",
     "ctx_self": "NULL",  # the hit's own context is cut from its content, already in the row
-    "prev_id": "p.id", "prev_role": "p.role", "prev_text": _CONTEXT_TEXT.format(t="p"),
-    "next_id": "n.id", "next_role": "n.role", "next_text": _CONTEXT_TEXT.format(t="n"),
+    "prev_id": "p.id", "prev_role": "p.role", "prev_text": _CONTEXT_TEXT["p"],
+    "next_id": "n.id", "next_role": "n.role", "next_text": _CONTEXT_TEXT["n"],
 }
-assert tuple(_PAGE_OUTPUT) == PAGE_COLUMNS  # rows are read by the SQLite page's getters
-_PAGE_SELECT = ",\n  ".join(f"{expr} AS {name}" for name, expr in _PAGE_OUTPUT.items())
+_PAGE_SELECT = page_select(_PAGE_OUTPUT)
 # The page's rows, then each one's stored text, session and neighbours (20 rows, not every hit).
 _PAGE = """
 WITH page AS MATERIALIZED ({page})
@@ -150,13 +162,9 @@ SELECT """ + _PAGE_SELECT + """
 FROM page JOIN messages AS m ON m.id = page.id
 LEFT JOIN sessions AS s ON s.id = m.session_id
 LEFT JOIN LATERAL (
-  SELECT b.id, b.role, b.content FROM messages AS b WHERE b.session_id = m.session_id
-     AND (b.timestamp, b.id) < (m.timestamp, m.id)
-   ORDER BY b.timestamp DESC, b.id DESC LIMIT 1) AS p ON true
+  """ + previous_message("b.id, b.role, b.content") + """) AS p ON true
 LEFT JOIN LATERAL (
-  SELECT a.id, a.role, a.content FROM messages AS a WHERE a.session_id = m.session_id
-     AND (a.timestamp, a.id) > (m.timestamp, m.id)
-   ORDER BY a.timestamp ASC, a.id ASC LIMIT 1) AS n ON true
+  """ + next_message("a.id, a.role, a.content") + """) AS n ON true
 ORDER BY {order}"""
 # On a distributed store (db/distribution.py) Citus joins ``messages`` and ``sessions`` only on
 # their distribution column: each join of a hit to its session or neighbours also matches roots.
@@ -212,6 +220,13 @@ class Hits(Sql):
     @property
     def ranked(self) -> bool:
         return any(p.score is not None for p in self.parts)
+
+
+def _hits_of(hits: Sql) -> Hits:
+    """``hits`` as this module's hit list: another dialect's statement cannot be read here."""
+    if not isinstance(hits, Hits):
+        raise TypeError(f"PostgreSQL's search reads its own hit lists, not {type(hits).__name__}")
+    return hits
 
 
 def is_match_error(err: BaseException) -> bool:
@@ -327,8 +342,9 @@ def route_hits(route: str, tree: Node, layout: SearchLayout, sources: list[str] 
     return Hits.of([_like_part("{like}", tree, _ALL_COLUMNS, session=False)])
 
 
-def literal_checked(hits: Hits, pattern: str) -> Hits:
+def literal_checked(hits: Sql, pattern: str) -> Hits:
     """Those of ``hits`` whose stored text really holds ``pattern`` (a LIKE pattern), unranked."""
+    hits = _hits_of(hits)
     check = f"({_any_of(hits.parts)}) AND {_LITERAL_CHECK}"
     return Hits.of([Part(check, [*hits.params, pattern, pattern],
                          session=any(p.session for p in hits.parts))])
@@ -342,8 +358,7 @@ def tree_hits(tree: Node, term_hits: Callable[[Term], Sql]) -> Hits:
 
     def condition(node: Node) -> tuple[str, list[Any], bool]:
         if isinstance(node, Term):
-            hits = term_hits(node)
-            assert isinstance(hits, Hits)
+            hits = _hits_of(term_hits(node))
             return (f"({_any_of(hits.parts)})", list(hits.params),
                     any(p.session for p in hits.parts))
         if isinstance(node, Not):
@@ -368,7 +383,7 @@ def _where(filters: Filters, hide: bool) -> tuple[str, list[Any]]:
         where += f"\n    AND {_SHOWN}"
     if filters.any:
         where += _FILTERS
-        for value in (filters.sources, filters.excluded or None, filters.roles or None):
+        for value in filters.values():
             params += [value, value]
     return where, params
 
@@ -423,9 +438,9 @@ def _timed_page(hits: Hits, order: str, filters: Filters, hide: bool, limit: int
 
 def page_statement(hits: Sql, tree: Node, layout: SearchLayout, order: str, filters: Filters,
                    limit: int, offset: int, hide: bool = False) -> Sql:
-    """The page of ``hits`` in ``sqlite.PAGE_COLUMNS``; ``hide`` drops rewound rows. Ranked by
+    """The page of ``hits`` in ``shape.PAGE_COLUMNS``; ``hide`` drops rewound rows. Ranked by
     ``order == "rank"`` when a part has a rank, else in time order (unprepared: see above)."""
-    assert isinstance(hits, Hits)
+    hits = _hits_of(hits)
     ranked = order == "rank" and hits.ranked
     windowed = ranked and RANK_WINDOW > 0
     if windowed:
@@ -453,5 +468,5 @@ class PageIds(Sql):
     order: str = "newest"
 
     def rows_of(self, page: list[Any]) -> Sql:
-        ids, bests, stamps = (list(column) for column in zip(*page))
+        ids, bests, stamps = (list(column) for column in zip(*page, strict=True))
         return Sql(_PAGE.format(page=_LISTED, order=_ORDERS[self.order]), [ids, bests, stamps])

@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hermes_store.repo import prepared_reads
-from hermes_store.search.language import (  # noqa: F401 - the command line's names for them
-    apply_syntax,
-    exclusions_only,
-    with_exclusions,
-)
+from hermes_store.search.language import apply_syntax
+from hermes_store.search.language import exclusions_only as exclusions_only  # the CLI's name
+from hermes_store.search.language import with_exclusions as with_exclusions  # the CLI's name
+from hermes_store.search.shape import SearchHit
 from hermes_store.search.statements import search_messages
 
 if TYPE_CHECKING:  # a file's search runs on db.raw: SQLAlchemy and the models load only where
@@ -35,7 +34,7 @@ class SessionHits:
     every session they belong to, and how many hits match in all (a lower bound unless
     ``exact``)."""
 
-    hits: list[dict[str, Any]] = field(default_factory=list)
+    hits: list[SearchHit] = field(default_factory=list)
     sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
     offset: int = 0
     total: int = 0
@@ -46,9 +45,9 @@ class SessionHits:
         """Matching hits after this page."""
         return max(0, self.total - self.offset - len(self.hits))
 
-    def grouped(self) -> dict[str, list[dict[str, Any]]]:
+    def grouped(self) -> dict[str, list[SearchHit]]:
         """Hits by session id, sessions in the order of their best hit."""
-        groups: dict[str, list[dict[str, Any]]] = {}
+        groups: dict[str, list[SearchHit]] = {}
         for hit in self.hits:
             groups.setdefault(hit["session_id"], []).append(hit)
         return groups
@@ -141,11 +140,11 @@ def _session_with_activity(conn: Connection, sid: str) -> dict[str, Any]:
 
 def _matching(conn: Connection, text: str, sources: list[str] | None,
               roles: list[str] | None, test: _SessionTest,
-              wanted: int) -> tuple[list[dict[str, Any]], bool]:
+              wanted: int) -> tuple[list[SearchHit], bool]:
     """Hits passing ``test`` in search order, up to ``COUNT_CAP`` (at least ``wanted`` + 1);
     True when that is all of them."""
     cap = max(COUNT_CAP, wanted + 1)
-    kept: list[dict[str, Any]] = []
+    kept: list[SearchHit] = []
     for n in range(MAX_PAGES + -(-cap // PAGE)):
         batch = search_messages(conn, text, source_filter=sources, role_filter=roles,
                                 limit=PAGE, offset=n * PAGE)

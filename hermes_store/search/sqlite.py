@@ -2,17 +2,15 @@
 and the functions that compose one query's statements from them. Nothing here runs a statement;
 ``search.statements`` plans, runs and pages.
 
-Values are bound, never spliced. The select list of the page statement is made from
-``PAGE_COLUMNS``, and callers read rows through ``page_columns``: a column is read by its name,
-wherever it sits in the statement.
+Values are bound, never spliced. The page statement selects ``shape.PAGE_COLUMNS``, and callers
+read rows through ``shape.page_columns``: a column is read by its name, wherever it sits in the
+statement.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import KW_ONLY, dataclass
-from operator import itemgetter
 from typing import Any
 
 from hermes_store.content import marker_sql
@@ -20,8 +18,14 @@ from hermes_store.db.catalog import SearchLayout
 from hermes_store.db.sqlite_driver import is_fts5_query_error
 from hermes_store.search import language
 from hermes_store.search.language import And, Node, Not, Term
-
-CONTEXT_CHARS = 200
+from hermes_store.search.shape import (
+    Filters,
+    Sql,
+    context_text,
+    next_message,
+    page_select,
+    previous_message,
+)
 
 
 def _scored(template: str) -> tuple[str, str]:
@@ -87,7 +91,7 @@ _SCOPE_COLUMNS = ("sc.text", "sc.tool_name")
 _TEXT_COLUMNS = ("t.text", "t.tool_name", "t.tool_calls")
 
 
-# The page statement's columns, in select order (name -> expression). ``content`` and
+# The page statement's columns (``shape.PAGE_COLUMNS``) and their expressions. ``content`` and
 # ``tool_calls`` only where the snippet is made from the stored text; the neighbours' text is cut
 # in SQL (``_CONTEXT_TEXT``, filled in per statement).
 _PAGE_OUTPUT = {
@@ -101,16 +105,7 @@ _PAGE_OUTPUT = {
     "prev_id": "p.id", "prev_role": "p.role", "prev_text": "{ctx_p}",
     "next_id": "n.id", "next_role": "n.role", "next_text": "{ctx_n}",
 }
-PAGE_COLUMNS = tuple(_PAGE_OUTPUT)
-_PAGE_SELECT = ",\n  ".join(f"{expr} AS {name}" for name, expr in _PAGE_OUTPUT.items())
-
-
-def page_columns(*names: str) -> Callable[[Sequence[Any]], Any]:
-    """A reader of the named columns of a page row: their values in the order asked (the value
-    itself for one name). Rows stay plain tuples: a named tuple per row cost as much as all the
-    other Python work of a page."""
-    return itemgetter(*(PAGE_COLUMNS.index(name) for name in names))
-
+_PAGE_SELECT = page_select(_PAGE_OUTPUT)
 
 # One statement for the page: hits are merged, filtered, ordered and cut (reading only what the
 # order needs), and only then are the session, snippets (FTS5's, for index hits), stored text
@@ -130,13 +125,9 @@ SELECT """ + _PAGE_SELECT + """
 FROM page JOIN messages AS m ON m.id = page.id JOIN resolved AS r ON r.id = page.id
 LEFT JOIN sessions AS s ON s.id = m.session_id
 LEFT JOIN messages AS p ON p.id = (
-  SELECT b.id FROM messages AS b WHERE b.session_id = m.session_id
-     AND (b.timestamp, b.id) < (m.timestamp, m.id)
-   ORDER BY b.timestamp DESC, b.id DESC LIMIT 1)
+  """ + previous_message("b.id") + """)
 LEFT JOIN messages AS n ON n.id = (
-  SELECT a.id FROM messages AS a WHERE a.session_id = m.session_id
-     AND (a.timestamp, a.id) > (m.timestamp, m.id)
-   ORDER BY a.timestamp ASC, a.id ASC LIMIT 1)
+  """ + next_message("a.id") + """)
 ORDER BY {outer_order}"""
 # Ordered by time every shown hit is a candidate: grouped, filtered, then sorted by the page.
 _BY_TIME = """hits(id, rank, origin) AS MATERIALIZED ({hits}),
@@ -223,36 +214,14 @@ _SNIPPET = "(SELECT snippet FROM {index}_snippets WHERE id = page.id)"
 # A bigram hit of the word route is a word hit when the word index holds it too.
 _RESOLVED = ("CASE page.origin WHEN 'bigram' THEN CASE WHEN EXISTS (SELECT 1 FROM word_snippets "
              "WHERE id = page.id) THEN 'word' ELSE 'text' END ELSE page.origin END")
-# Context text: multimodal content is fetched whole (its text parts may sit anywhere), plain
-# text is cut in SQL.
-_CONTEXT_TEXT = (f"CASE WHEN {marker_sql('{t}.content')} "
-                 f"THEN {{t}}.content ELSE substr({{t}}.content, 1, {CONTEXT_CHARS}) END")
+# The context text of the hit (m) and of its neighbours (p, n).
+_CONTEXT_TEXT = {t: context_text(t, marker_sql(f"{t}.content")) for t in ("m", "p", "n")}
+
 
 def is_match_error(err: BaseException) -> bool:
     """True when FTS5 refused a MATCH expression: its syntax errors only. Anything else it says
     ("invalid fts5 file format", a page it cannot read) is a damaged index, never "no hits"."""
     return is_fts5_query_error(err)
-
-
-@dataclass
-class Sql:
-    """SQL text with its positional parameters, composed from fixed fragments only."""
-
-    text: str
-    params: list[Any]
-    _: KW_ONLY  # the options below are named at every call: two of them are small numbers
-    # psycopg's ``prepare``: None lets it prepare a statement run often (server-side, with a
-    # generic plan after a few runs), False never (planned for its values every time).
-    prepare: bool | None = None
-    # For a hit list: how many of its rows one id may have (each part of a union yields an id
-    # once, so a union of n parts at most n times; a part holding only rows no other part can,
-    # as the pending list, adds none), which bounds the ranked page's first cut.
-    width: int = 1
-
-    @staticmethod
-    def union(parts: Sequence[Sql]) -> Sql:
-        return Sql(" UNION ALL ".join(p.text for p in parts), [x for p in parts for x in p.params],
-                   width=sum(p.width for p in parts))
 
 
 # --------------------------------------------------------------------------------- rendering
@@ -416,29 +385,8 @@ def tree_hits(tree: Node, term_hits: Callable[[Term], Sql]) -> Sql:
 # --------------------------------------------------------------------------------- the page
 
 
-@dataclass(frozen=True)
-class Filters:
-    """The filters every route shares; ``sources=None`` means any source."""
-
-    sources: list[str] | None = None
-    excluded: list[str] | None = None
-    roles: list[str] | None = None
-
-    @property
-    def any(self) -> bool:
-        return self.sources is not None or bool(self.excluded) or bool(self.roles)
-
-
 def _where(tests: Sequence[str]) -> str:
     return "\n  WHERE " + "\n    AND ".join(tests) if tests else ""
-
-
-def _filter_params(filters: Filters) -> list[Any]:
-    params: list[Any] = []
-    for value in (filters.sources, filters.excluded or None, filters.roles or None):
-        encoded = None if value is None else json.dumps(value)
-        params += [encoded, encoded]
-    return params
 
 
 def _by_time(hits: Sql, filters: Filters, hide: bool) -> tuple[str, list[Any]]:
@@ -447,7 +395,7 @@ def _by_time(hits: Sql, filters: Filters, hide: bool) -> tuple[str, list[Any]]:
     if filters.any:
         tests = [*_FILTER_TESTS, *(["NOT " + _REWOUND.format(t="m")] if hide else [])]
         where = _FILTER_JOIN + _where(tests)
-        params += _filter_params(filters)
+        params += filters.json_values()
     elif hide:
         where = _SHOWN_HITS
     return _BY_TIME.format(hits=hits.text, filters=where), params
@@ -461,7 +409,7 @@ def _by_rank(hits: Sql, filters: Filters, hide: bool, wanted: int) -> tuple[str,
         # Filters and the rewound test ride on the sorted read: every row of ``top`` is shown.
         # Each row read costs a join and most fail the filters: no deeper than needed.
         depth = entries + 16
-        filter_params = _filter_params(filters)
+        filter_params = filters.json_values()
         stream = _FILTER_JOIN + _where([*_FILTER_TESTS, *rewound])
         shown, rest = _where([_UP_TO_CUT]), _where([_PAST_CUT])
         deep = _FILTER_JOIN + _where([*_FILTER_TESTS, *rewound, _DEEP_CUT])
@@ -505,11 +453,11 @@ def page_statement(hits: Sql, tree: Node, layout: SearchLayout, order: str, filt
         f"WHEN {origin} THEN {_SNIPPET.format(index=i)}"
         for i in present for origin in _SNIPPET_INDEXES[i][1].split(", ")) + " END"
         if present else "NULL")
-    params += [language.render_match(tree, i) for i in present]  # type: ignore[arg-type]
+    params += [language.render_match(tree, i) for i in present]
     inner, outer = _ORDERS[order]
     sql = _PAGE.format(matched=matched, cut=cut, inner_order=inner, outer_order=outer,
                        snippets=snippets, snippet=snippet,
                        origin=_RESOLVED if layout.word else "page.origin",
-                       ctx_self=_CONTEXT_TEXT.format(t="m"), ctx_p=_CONTEXT_TEXT.format(t="p"),
-                       ctx_n=_CONTEXT_TEXT.format(t="n"))
+                       ctx_self=_CONTEXT_TEXT["m"], ctx_p=_CONTEXT_TEXT["p"],
+                       ctx_n=_CONTEXT_TEXT["n"])
     return Sql(sql, params)

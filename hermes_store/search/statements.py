@@ -17,8 +17,9 @@ applied once, in the final query, so they are identical on every route; a page i
 statement, whatever the ties at its cut.
 
 The SQL itself is the dialect's: SQLite's composed in ``search.sqlite``, PostgreSQL's in
-``search.postgres`` (the same functions, chosen once per search by :func:`_statements`); which
-indexes the store has is the schema catalog's answer (``db.catalog.search_layout``).
+``search.postgres`` (siblings over ``search.shape``, each a ``shape.Dialect``, chosen once per
+search by :func:`_statements`); which indexes the store has is the schema catalog's answer
+(``db.catalog.search_layout``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hermes_store.content import MULTIMODAL_PREFIX, text_of
 from hermes_store.db import catalog
@@ -44,26 +45,35 @@ from hermes_store.errors import HermesStoreError
 from hermes_store.repo import index_health
 from hermes_store.search import language, sqlite
 from hermes_store.search.language import Node, Term
+from hermes_store.search.shape import (
+    CONTEXT_CHARS,
+    ContextMessage,
+    Dialect,
+    Filters,
+    Row,
+    SearchHit,
+    Sql,
+    page_columns,
+)
 from hermes_store.search.snippets import snippet_from_text
-from hermes_store.search.sqlite import CONTEXT_CHARS, Filters, Sql
 
 if TYPE_CHECKING:  # a file's reading commands search on db.raw, without SQLAlchemy
     from sqlalchemy import Connection
     from sqlalchemy.orm import Session
+    from typing_extensions import TypeIs
 
 log = logging.getLogger(__name__)
 
 MULTIMODAL_PLACEHOLDER = "[multimodal content]"
 
-Row = tuple[Any, ...]
-# Rows are read by column name through these (see ``sqlite.page_columns``).
-_HIT = sqlite.page_columns("id", "session_id", "role", "timestamp", "tool_name", "source", "model",
-                           "started_at", "origin", "fts_snippet", "content", "tool_calls")
-_CONTEXT = sqlite.page_columns("id", "role", "ctx_self", "prev_id", "prev_role", "prev_text",
-                               "next_id", "next_role", "next_text", "content")
+# Rows are read by column name through these (see ``shape.page_columns``).
+_HIT = page_columns("id", "session_id", "role", "timestamp", "tool_name", "source", "model",
+                    "started_at", "origin", "fts_snippet", "content", "tool_calls")
+_CONTEXT = page_columns("id", "role", "ctx_self", "prev_id", "prev_role", "prev_text",
+                        "next_id", "next_role", "next_text", "content")
 
 
-def _fetch(conn: Connection, statement: Sql) -> list[Any]:
+def _fetch(conn: Connection, statement: Sql) -> list[Row]:
     """Run a read on the DB-API connection under ``conn`` (same transaction); plain tuples.
 
     Search statements are read-only FTS5 SQL built from fixed fragments; SQLAlchemy's
@@ -79,17 +89,22 @@ def _fetch(conn: Connection, statement: Sql) -> list[Any]:
 
         if distribution.distributed(conn):
             text = postgres.rooted(text)
-    cursor = raw.cursor()  # type: ignore[union-attr]
+    if raw is None:
+        raise RuntimeError("search needs an open connection: this one's DB-API connection is gone")
+    cursor = raw.cursor()
     try:
+        rows: list[Row]
         if statement.prepare is None:
-            return cursor.execute(text, tuple(statement.params)).fetchall()
-        return cursor.execute(text, tuple(statement.params),
-                              prepare=statement.prepare).fetchall()
+            rows = cursor.execute(text, tuple(statement.params)).fetchall()
+        else:
+            rows = cursor.execute(text, tuple(statement.params),
+                                  prepare=statement.prepare).fetchall()
+        return rows
     finally:
         cursor.close()
 
 
-def _fetch_sqlite(raw: sqlite3.Connection, statement: Sql) -> list[Any]:
+def _fetch_sqlite(raw: sqlite3.Connection, statement: Sql) -> list[Row]:
     """The page is decoded by sqlite3's own UTF-8 decoder (the store's text factory, a Python
     call per text value, cost a tenth of a 20-hit page); only a page holding text that is not
     UTF-8 is read again with it (``sqlite_driver.decode_text``: replacement characters)."""
@@ -105,7 +120,7 @@ def _fetch_sqlite(raw: sqlite3.Connection, statement: Sql) -> list[Any]:
     return raw.execute(statement.text, statement.params).fetchall()
 
 
-def _statements(conn: Connection) -> Any:
+def _statements(conn: Connection) -> Dialect:
     """The module composing this store's SQL (``search.sqlite`` or ``search.postgres``)."""
     if conn.dialect.name != "postgresql":
         return sqlite
@@ -155,8 +170,8 @@ def _route_indexes(route: str, layout: SearchLayout) -> tuple[str, ...]:
 
 
 def _plan(tree: Node, layout: SearchLayout, role_filter: list[str] | None) -> _Plan:
-    tool_role = bool(role_filter) and "tool" in role_filter  # type: ignore[operator]
-    routes = {
+    tool_role = role_filter is not None and "tool" in role_filter
+    routes: dict[Term, str] = {
         term: language.route_term(term, trigram_available=layout.trigram,
                                   bigram_ready=layout.bigram, tool_role=tool_role)
         for term in language.iter_terms(tree)
@@ -164,20 +179,20 @@ def _plan(tree: Node, layout: SearchLayout, role_filter: list[str] | None) -> _P
     return _Plan(tree, routes)
 
 
-def _term_hits(sql: Any, term: Term, route: str, layout: SearchLayout,
+def _term_hits(sql: Dialect, term: Term, route: str, layout: SearchLayout,
                sources: list[str] | None) -> Sql:
     hits = sql.route_hits(route, term, layout, sources, scored=False)
     if route in ("word", "bigram") and term.needs_literal_check:
-        return sql.literal_checked(hits, term.like_pattern())  # type: ignore[no-any-return]
-    return hits  # type: ignore[no-any-return]
+        return sql.literal_checked(hits, term.like_pattern())
+    return hits
 
 
 def _combined_hits(conn: Connection, plan: _Plan, layout: SearchLayout,
                    sources: list[str] | None) -> Sql | None:
     """The hits of a query whose terms take several routes, combined in SQL."""
     sql = _statements(conn)
-    return sql.tree_hits(  # type: ignore[no-any-return]
-        plan.tree, lambda t: _term_hits(sql, t, plan.routes[t], layout, sources))
+    return sql.tree_hits(plan.tree,
+                         lambda t: _term_hits(sql, t, plan.routes[t], layout, sources))
 
 
 # --------------------------------------------------------------------------------- results
@@ -196,14 +211,14 @@ def _context_text(content: str | None) -> str:
     return content[:CONTEXT_CHARS]
 
 
-def _context(row: Row) -> list[dict[str, str]]:
+def _context(row: Row) -> list[ContextMessage]:
     """The hit and its neighbours in the session; ``[]`` if a neighbour cannot be read."""
     (hit_id, role, ctx_self, prev_id, prev_role, prev_text, next_id, next_role,
      next_text, content) = _CONTEXT(row)
     if ctx_self is None:  # PostgreSQL's page leaves it out: the hit's content is in the row
         ctx_self = content
     try:
-        out = []
+        out: list[ContextMessage] = []
         if prev_id is not None:
             out.append({"role": prev_role, "content": _context_text(prev_text)})
         if role is not None:
@@ -216,7 +231,7 @@ def _context(row: Row) -> list[dict[str, str]]:
         return []
 
 
-def _hit(row: Row, terms: list[str]) -> dict[str, Any]:
+def _hit(row: Row, terms: list[str]) -> SearchHit:
     """The result dict of one page row."""
     (hit_id, session_id, role, timestamp, tool_name, source, model, started_at, origin,
      fts_snippet, content, tool_calls) = _HIT(row)
@@ -229,12 +244,15 @@ def _hit(row: Row, terms: list[str]) -> dict[str, Any]:
             "session_started": started_at, "context": _context(row)}
 
 
-def _page(conn: Connection, hits: Sql, tree: Node, layout: SearchLayout, order: str,
-          filters: Filters, limit: int, offset: int, hide: bool = False) -> list[Row]:
-    sql = _statements(conn)
-    statement = sql.page_statement(hits, tree, layout, order, filters, limit, offset, hide=hide)
+def _postgres_page(conn: Connection, hits: Sql, tree: Node, layout: SearchLayout, order: str,
+                   filters: Filters, limit: int, offset: int, hide: bool = False) -> list[Row]:
+    # Imported here: its module loads SQLAlchemy (db.derived), which a file's search never needs.
+    from hermes_store.search import postgres
+
+    statement = postgres.page_statement(hits, tree, layout, order, filters, limit, offset,
+                                        hide=hide)
     page = _fetch(conn, statement)
-    if sql is not sqlite and isinstance(statement, sql.PageIds):  # ids first, then their rows
+    if isinstance(statement, postgres.PageIds):  # ids first, then their rows
         page = _fetch(conn, statement.rows_of(page)) if page else []
     return page
 
@@ -250,7 +268,7 @@ def search_messages(db: Session | Connection, query: str | None, *,
                     exclude_sources: Sequence[str] | None = None,
                     role_filter: Sequence[str] | None = None, limit: int = 20, offset: int = 0,
                     sort: str | None = None, include_inactive: bool = False,
-                    syntax: str = "agent") -> list[dict[str, Any]]:
+                    syntax: str = "agent") -> list[SearchHit]:
     """Search messages (docs/search.md): a list of hit dicts, best or newest first; never raises
     for any query text. ``limit``/``offset`` below 0 raise ``ValueError``; a damaged index
     raises ``SearchIndexDamagedError`` (docs/search.md#damage). Rewound rows are hidden unless
@@ -267,8 +285,7 @@ def search_messages(db: Session | Connection, query: str | None, *,
     tree = _query_tree(query, syntax) if isinstance(query, str) else _parse(query, syntax)
     if tree is None:
         return []
-    orm = sys.modules.get("sqlalchemy.orm")  # not loaded: ``db`` cannot be a Session
-    conn = db.connection() if orm is not None and isinstance(db, orm.Session) else db
+    conn = db.connection() if _is_session(db) else db
     try:
         return _search(conn, tree, Filters(sources, _normalize_list(exclude_sources),
                                            _normalize_list(role_filter)),
@@ -276,11 +293,22 @@ def search_messages(db: Session | Connection, query: str | None, *,
                        hide=not include_inactive)
     except HermesStoreError:
         raise
-    except (sqlite3.DatabaseError, *driver_errors()[1:]) as err:
+    except _statement_errors() as err:
         if not _statements(conn).is_match_error(err):
             raise
         log.warning("search for %r gave an invalid MATCH: %s", query, err)
         return []
+
+
+def _is_session(db: Session | Connection) -> TypeIs[Session]:
+    orm = sys.modules.get("sqlalchemy.orm")  # not loaded: ``db`` cannot be a Session
+    return orm is not None and isinstance(db, orm.Session)
+
+
+def _statement_errors() -> tuple[type[BaseException], ...]:
+    """What a failed search statement raises: a DB-API error of ``sqlite3``'s (a file read on
+    db.raw), or the driver's behind SQLAlchemy's wrapper."""
+    return (sqlite3.DatabaseError, *driver_errors()[1:])
 
 
 def _parse(query: str | None, syntax: str) -> Node | None:
@@ -294,7 +322,7 @@ _query_tree = functools.lru_cache(maxsize=256)(_parse)
 
 
 def _search(conn: Connection, tree: Node, filters: Filters, limit: int, offset: int,
-            sort: str | None, hide: bool = False) -> list[dict[str, Any]]:
+            sort: str | None, hide: bool = False) -> list[SearchHit]:
     """One search; on SQLite, damage to an index it reads is an error, never fewer hits
     (docs/search.md#damage): FTS5's own complaints are translated, and an answer shorter than
     ``limit`` is trusted only once the indexes pass ``index_health``'s bounded probe."""
@@ -310,7 +338,7 @@ def _search(conn: Connection, tree: Node, filters: Filters, limit: int, offset: 
             indexes = ()
             found = _answer(conn, _plan(tree, layout, filters.roles), layout, filters, limit,
                             offset, sort, hide)
-    except (sqlite3.DatabaseError, *driver_errors()[1:]) as err:
+    except _statement_errors() as err:
         if sqlite_store and (is_index_damage(err) or is_corrupt(err)):
             indexes = _plan(tree, layout, filters.roles).indexes(layout)
             if indexes:
@@ -361,7 +389,7 @@ def _hits(conn: Connection | None, plan: _Plan, layout: SearchLayout, filters: F
                  if conn is None else _combined_hits(conn, plan, layout, filters.sources))
         return found, None, False
     ranked = route in ("word", "trigram", "bigram")
-    statements = sqlite if conn is None else _statements(conn)
+    statements: Dialect = sqlite if conn is None else _statements(conn)
     # Scores only where they order the page: bm25 for every hit is most of a MATCH's cost.
     hits = statements.route_hits(route, plan.tree, layout, filters.sources,
                                  scored=ranked and sort is None)
@@ -369,17 +397,17 @@ def _hits(conn: Connection | None, plan: _Plan, layout: SearchLayout, filters: F
 
 
 def _answer(conn: Connection, plan: _Plan, layout: SearchLayout, filters: Filters, limit: int,
-            offset: int, sort: str | None, hide: bool) -> list[dict[str, Any]]:
+            offset: int, sort: str | None, hide: bool) -> list[SearchHit]:
     """A PostgreSQL search (``search.postgres``'s statements)."""
     hits, _, ranked = _hits(conn, plan, layout, filters, sort)
     if hits is None:
         return []
     order = sort or ("rank" if ranked else "newest")
-    return _results(_page(conn, hits, plan.tree, layout, order, filters, limit, offset,
-                          hide=hide), plan.tree)
+    return _results(_postgres_page(conn, hits, plan.tree, layout, order, filters, limit,
+                                   offset, hide=hide), plan.tree)
 
 
-def _results(page: list[Row], tree: Node) -> list[dict[str, Any]]:
+def _results(page: list[Row], tree: Node) -> list[SearchHit]:
     if not page:
         return []
     terms = [t.text for t in language.positive_terms(tree)]
