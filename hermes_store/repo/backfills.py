@@ -22,14 +22,14 @@ from typing import Any
 from sqlalchemy import Connection, and_, exists, func, insert, literal, or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from hermes_store.db.models import ChatSession, Message, SessionModelUsage
+from hermes_store.db.models import MESSAGES, MODEL_USAGE, SESSIONS
 from hermes_store.repo.markers import BRANCHED_FROM, DELEGATE_FROM
 
 log = logging.getLogger(__name__)
 
-sessions = ChatSession.__table__
-messages = Message.__table__
-usage = SessionModelUsage.__table__
+sessions = SESSIONS
+messages = MESSAGES
+usage = MODEL_USAGE
 
 ORPHANED = "__orphaned__"
 # A root this small, untitled and childless that ran tools was a subagent whose parent is gone.

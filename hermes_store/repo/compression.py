@@ -38,14 +38,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from hermes_store.db.models import ChatSession, CompressionLock, Message
+from hermes_store.db.models import COMPRESSION_LOCKS, MESSAGES, SESSIONS
 from hermes_store.repo import lineage, markers
 from hermes_store.repo import sessions as sessions_repo
 from hermes_store.repo.sessions import Executor
 
-sessions = ChatSession.__table__
-messages = Message.__table__
-locks = CompressionLock.__table__
+sessions = SESSIONS
+messages = MESSAGES
+locks = COMPRESSION_LOCKS
 
 COMPRESSION = "compression"
 BRANCHED = "branched"

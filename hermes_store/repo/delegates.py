@@ -19,12 +19,12 @@ from typing import Any
 from sqlalchemy import and_, exists, func, or_, select, update
 
 from hermes_store.content import dump_json
-from hermes_store.db.models import ChatSession, Message
+from hermes_store.db.models import MESSAGES, SESSIONS
 from hermes_store.repo import markers
 from hermes_store.repo.sessions import Executor
 
-sessions = ChatSession.__table__
-messages = Message.__table__
+sessions = SESSIONS
+messages = MESSAGES
 
 ORPHANED = "__orphaned__"
 COMPRESSION = "compression"

@@ -48,10 +48,10 @@ from sqlalchemy.types import TEXT, Integer
 from hermes_store.content import SANE_FUTURE_S, SANE_MIN_TS
 from hermes_store.db import distribution
 from hermes_store.db.dialect import greatest
-from hermes_store.db.models import ChatSession, Message
+from hermes_store.db.models import MESSAGES, SESSIONS
 
-sessions = ChatSession.__table__
-messages = Message.__table__
+sessions = SESSIONS
+messages = MESSAGES
 
 DEFAULT_MAX_DEPTH = 100
 COMPRESSION = "compression"

@@ -25,13 +25,13 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, delete, select, update
 
-from hermes_store.db.models import ChatSession, Message
+from hermes_store.db.models import MESSAGES, SESSIONS
 from hermes_store.repo import compression, lineage
 from hermes_store.repo.filters import SessionFilter, matching
 from hermes_store.repo.sessions import Executor
 
-sessions = ChatSession.__table__
-messages = Message.__table__
+sessions = SESSIONS
+messages = MESSAGES
 
 CLOSED_IDLE = "closed_idle"
 # Which parent links make one lineage: the v11 chain, or the v21 continuations.

@@ -35,12 +35,12 @@ from sqlalchemy import (
     select,
 )
 
-from hermes_store.db.models import ChatSession
+from hermes_store.db.models import SESSIONS
 from hermes_store.repo import compression, lineage, listing, markers
 from hermes_store.repo.filters import cwd_prefix_clause
 from hermes_store.repo.sessions import Executor, full_row
 
-sessions = ChatSession.__table__
+sessions = SESSIONS
 
 # A projected row shows where its conversation is now.
 TIP_COLUMNS = (*listing.TIP_COLUMNS, "cwd", "git_branch", "git_repo_root")

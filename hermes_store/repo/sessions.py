@@ -19,12 +19,12 @@ from sqlalchemy.orm import Session
 from hermes_store.content import check_integer, check_key, check_text, dump_json
 from hermes_store.db import distribution
 from hermes_store.db.dialect import insert
-from hermes_store.db.models import ChatSession, StateMeta
+from hermes_store.db.models import SESSIONS, STATE_META
 from hermes_store.errors import TitleInUseError
 from hermes_store.repo import lineage, prompts, titles
 
-sessions = ChatSession.__table__
-state_meta = StateMeta.__table__
+sessions = SESSIONS
+state_meta = STATE_META
 
 # What every repository function takes: the caller's Connection, or an ORM Session whose
 # transaction the caller owns (Core statements run on either).
