@@ -401,7 +401,8 @@ def _sane(value: ColumnElement[float | None], now: float) -> ColumnElement[float
     return case((value.between(SANE_MIN_TS, now + SANE_FUTURE_S), value), else_=None)
 
 
-def newest_message_at(session_id: ColumnElement[str], now: float | None = None,
+def newest_message_at(session_id: ColumnElement[str],
+                      now: float | ColumnElement[float] | None = None,
                       root: ColumnElement[str] | None = None) -> ScalarSelect[float | None]:
     """The newest sane message timestamp of a session (walks ``idx_messages_session``);
     ``root``, the session's root column, keeps the correlation on one shard on Citus."""
