@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Row,
+    RowMapping,
     Select,
     and_,
     case,
@@ -163,8 +164,9 @@ def get_session(conn: Executor, session_id: str) -> dict[str, Any] | None:
     return full_row(item)
 
 
-def full_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    item = dict(row)
+def full_row(row: Mapping[str, Any] | RowMapping) -> dict[str, Any]:
+    """A session row as a dict with every documented key (a RowMapping iterates its names)."""
+    item = {key: row[key] for key in row}
     for key in HANDOFF_KEYS:
         item.setdefault(key, None)
     return item
