@@ -133,7 +133,7 @@ def tag_delegates(conn: Connection) -> int:
 # --------------------------------------------------------------------------- gateway backfill
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return None if value is None or value == "" else str(value)
 
 

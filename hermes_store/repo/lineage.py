@@ -221,9 +221,6 @@ def run_walk(conn: Executor, walk: TreeWalks | ChainWalks, session_id: str, *,
     if root is None:
         return []
     params = {"sid": session_id, "root": root}
-    # One call per overload of prepared(), so each result keeps its row type.
-    if walk == "ancestors" or walk == "descendants":
-        return conn.execute(prepared(walk, max_depth), params).all()
     return conn.execute(prepared(walk, max_depth), params).all()
 
 
