@@ -180,13 +180,14 @@ def prune_sessions(db: SessionDB, older_than_days: float | None = 90, source: st
 
 
 def list_prune_candidates(db: SessionDB, older_than_days: float | None = None,
-                          source: str | None = None, **filters: Any) -> list[dict[str, Any]]:
+                          source: str | None = None,
+                          **filters: Any) -> list[retention.SessionSummary]:
     """What the matching prune would delete, writing nothing: one summary per session,
     ``started_at`` ascending."""
     now = time.time()
     cutoff, where = _cutoff(older_than_days, now), _where(source, filters)
 
-    def plan(conn: Any) -> list[dict[str, Any]]:
+    def plan(conn: Any) -> list[retention.SessionSummary]:
         result = retention.prune(conn, older_than=cutoff, where=where, include_archived=True,
                                  busy_window_s=0, now=now, dry_run=True, rule=retention.V21)
         return retention.session_summaries(conn, result.ids)

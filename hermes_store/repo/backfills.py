@@ -22,14 +22,14 @@ from typing import Any
 from sqlalchemy import Connection, and_, exists, func, insert, literal, or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from hermes_store.db.models import ChatSession, Message, SessionModelUsage
+from hermes_store.db.models import MESSAGES, MODEL_USAGE, SESSIONS
 from hermes_store.repo.markers import BRANCHED_FROM, DELEGATE_FROM
 
 log = logging.getLogger(__name__)
 
-sessions = ChatSession.__table__
-messages = Message.__table__
-usage = SessionModelUsage.__table__
+sessions = SESSIONS
+messages = MESSAGES
+usage = MODEL_USAGE
 
 ORPHANED = "__orphaned__"
 # A root this small, untitled and childless that ran tools was a subagent whose parent is gone.
@@ -120,12 +120,12 @@ def tag_delegates(conn: Connection) -> int:
                exists().where(messages.c.session_id == sessions.c.id, messages.c.role == "tool"),
                ~exists().where(child.c.parent_session_id == sessions.c.id))
         .order_by(sessions.c.id)).all()
-    for row in roots:
-        config = _config(row.model_config)
+    for root in roots:
+        config = _config(root.model_config)
         if config is None or DELEGATE_FROM in config or BRANCHED_FROM in config:
             continue
         config[DELEGATE_FROM] = ORPHANED
-        _set_config(conn, row.id, config)
+        _set_config(conn, root.id, config)
         tagged += 1
     return tagged
 
@@ -133,7 +133,7 @@ def tag_delegates(conn: Connection) -> int:
 # --------------------------------------------------------------------------- gateway backfill
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return None if value is None or value == "" else str(value)
 
 
@@ -191,7 +191,7 @@ def seed_usage(conn: Connection) -> int:
     model = func.coalesce(sessions.c.model, "unknown")
     route = [func.coalesce(sessions.c[name], "") for name in _ROUTE]
     already = exists().where(usage.c.session_id == sessions.c.id, usage.c.model == model,
-                             *(usage.c[name] == value for name, value in zip(_ROUTE, route)))
+                             *(usage.c[name] == value for name, value in zip(_ROUTE, route, strict=True)))
     source = select(
         sessions.c.id, model, *route,
         func.coalesce(sessions.c.api_call_count, 0),

@@ -18,12 +18,17 @@ Functions take a caller-owned ``Connection`` and never commit.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
     CTE,
+    BindParameter,
     ColumnElement,
     Float,
+    FromClause,
+    Row,
+    ScalarSelect,
     Select,
     and_,
     bindparam,
@@ -38,14 +43,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from hermes_store.db.models import ChatSession, CompressionLock, Message
+from hermes_store.db.models import COMPRESSION_LOCKS, MESSAGES, SESSIONS
 from hermes_store.repo import lineage, markers
 from hermes_store.repo import sessions as sessions_repo
-from hermes_store.repo.sessions import Executor
+from hermes_store.repo.executor import Executor, rowcount
 
-sessions = ChatSession.__table__
-messages = Message.__table__
-locks = CompressionLock.__table__
+sessions = SESSIONS
+messages = MESSAGES
+locks = COMPRESSION_LOCKS
 
 COMPRESSION = "compression"
 BRANCHED = "branched"
@@ -53,6 +58,11 @@ TOOL_SOURCE = "tool"
 ORPHANED_COMPRESSION = "orphaned_compression"
 ORPHAN_AGE_S = 7 * 86400.0
 MAX_TIP_STEPS = 100
+
+# A session's row and its plain-tree ancestors as the single-session walks read them: depth,
+# id, parent_session_id, end_reason, ended_at, started_at, model_config, source.
+AncestorRow = Row[int, str, str | None, str | None, float | None, float | None, str | None,
+                  str | None]
 
 # Built once: an alias of the 50-column table costs milliseconds to build, and the tip walk
 # builds its statement on every step.
@@ -64,18 +74,20 @@ _ORPHAN_PARENT = sessions.alias("orphan_parent")
 # --------------------------------------------------------------------------- the step rule
 
 
-def may_continue(child: Any) -> ColumnElement[bool]:
+def may_continue(child: FromClause) -> ColumnElement[bool]:
     """The child's side of "continuation": neither marker, and not a tool session."""
     return ~markers.carries_any_clause(child.c.model_config) \
         & (func.coalesce(child.c.source, "") != TOOL_SOURCE)
 
 
-def activity(table: Any, now: float) -> ColumnElement:
+def activity(table: FromClause, now: float | ColumnElement[float]) -> ColumnElement[float]:
     """A segment's activity for the step rule: its newest sane message, else ``started_at``."""
-    return func.coalesce(lineage.newest_message_at(table.c.id, now, table.c.root_session_id), table.c.started_at)
+    newest = lineage.newest_message_at(table.c.id, now, table.c.root_session_id)
+    return func.coalesce(newest, table.c.started_at)
 
 
-def best_continuation(parent_id: Any, now: float, root: Any) -> ColumnElement:
+def best_continuation(parent_id: lineage.Ref, now: float | ColumnElement[float],
+                      root: lineage.Ref) -> ScalarSelect[str | None]:
     """The id of the continuation the tip step takes from ``parent_id`` (NULL: none).
 
     ``parent_id`` and ``root`` (the parent's lineage root) are values or columns (correlated:
@@ -94,8 +106,8 @@ def best_continuation(parent_id: Any, now: float, root: Any) -> ColumnElement:
             .limit(1).scalar_subquery())
 
 
-def chain_map(anchor_ids: Select, *, now: float, max_depth: int = MAX_TIP_STEPS,
-              conn: Any = None) -> CTE:
+def chain_map(anchor_ids: Select[str, str], *, now: float, max_depth: int = MAX_TIP_STEPS,
+              conn: Executor | None = None) -> CTE:
     """``(root_id, id, lineage_root, depth)``: each anchor (depth 0) and the segments its tip
     steps reach. ``anchor_ids`` selects ``(id, root_session_id)`` of the anchors; every step
     stays within the anchor's stored root (``lineage_root``).
@@ -120,13 +132,15 @@ def chain_map(anchor_ids: Select, *, now: float, max_depth: int = MAX_TIP_STEPS,
         .where(walk.c.depth < max_depth))
 
 
-def _chain_walked_here(conn: Any, anchor_ids: Select, now: float, max_depth: int) -> CTE:
+def _chain_walked_here(conn: Executor, anchor_ids: Select[str, str], now: float,
+                       max_depth: int) -> CTE:
     s = sessions.alias("chain_all")
-    step = dict(conn.execute(select(
-        s.c.id, best_continuation(s.c.id, now, s.c.root_session_id))).all())
-    found = []
-    for first, tree_root in conn.execute(anchor_ids).all():
-        node, depth = first, 0
+    step: dict[str, str | None] = dict(conn.execute(select(
+        s.c.id, best_continuation(s.c.id, now, s.c.root_session_id))).tuples().all())
+    found: list[tuple[str, str, str, int]] = []
+    for first, tree_root in conn.execute(anchor_ids).tuples().all():
+        node: str | None = first
+        depth = 0
         while node is not None:  # as the CTE's UNION ALL: a cycle repeats until max_depth
             found.append((first, node, tree_root, depth))
             node, depth = (step.get(node) if depth < max_depth else None), depth + 1
@@ -134,7 +148,7 @@ def _chain_walked_here(conn: Any, anchor_ids: Select, now: float, max_depth: int
                                found).cte("v21_chain")
 
 
-def chain_activity(chain: CTE, *, now: float) -> Select:
+def chain_activity(chain: CTE, *, now: float) -> Select[str, float]:
     """``(root_id, last_active)``: the newest activity over each anchor's chain."""
     seg = _CHAIN_SEG
     return (select(chain.c.root_id, func.max(activity(seg, now)).label("last_active"))
@@ -142,11 +156,12 @@ def chain_activity(chain: CTE, *, now: float) -> Select:
 
 
 @functools.cache
-def _tip_step() -> Select:
+def _tip_step() -> Select[str | None]:
     """One tip step, built once over ``parent``, ``now`` and ``root`` (building it costs more
     than running it, and a walk takes one per segment)."""
-    return select(best_continuation(bindparam("parent"), bindparam("now", type_=Float),
-                                    bindparam("root")))
+    parent: BindParameter[str] = bindparam("parent")
+    root: BindParameter[str] = bindparam("root")
+    return select(best_continuation(parent, bindparam("now", type_=Float), root))
 
 
 def tip_path(conn: Executor, session_id: str, *, now: float,
@@ -169,19 +184,19 @@ def compression_tip(conn: Executor, session_id: str, *, now: float) -> str:
     return tip_path(conn, session_id, now=now)[-1]
 
 
-def _is_branch_child(row: Any, parent: Any) -> bool:
+def _is_branch_child(row: AncestorRow, parent: AncestorRow | None) -> bool:
     if markers.carries(row.model_config, markers.BRANCHED_FROM):
         return True
     return (parent is not None and parent.end_reason == BRANCHED and parent.ended_at is not None
             and row.started_at is not None and row.started_at >= parent.ended_at)
 
 
-def _continues(child: Any, parent: Any) -> bool:
+def _continues(child: AncestorRow, parent: AncestorRow) -> bool:
     return (parent.end_reason == COMPRESSION and not markers.carries_any(child.model_config)
             and (child.source or "") != TOOL_SOURCE)
 
 
-def _ancestor_rows(conn: Executor, session_id: str) -> list[Any]:
+def _ancestor_rows(conn: Executor, session_id: str) -> Sequence[AncestorRow]:
     """The session's row and its plain-tree ancestors, nearest first (``[]`` if unknown)."""
     root = lineage.root_of(conn, session_id)
     if root is None:
@@ -191,7 +206,8 @@ def _ancestor_rows(conn: Executor, session_id: str) -> list[Any]:
 
 
 @functools.cache
-def _ancestor_rows_query() -> Select:
+def _ancestor_rows_query() -> Select[int, str, str | None, str | None, float | None,
+                                    float | None, str | None, str | None]:
     up = lineage.prepared("ancestors").subquery("up")
     return (select(up.c.depth, sessions.c.id, sessions.c.parent_session_id,
                    sessions.c.end_reason, sessions.c.ended_at, sessions.c.started_at,
@@ -201,7 +217,7 @@ def _ancestor_rows_query() -> Select:
             .order_by(up.c.depth))
 
 
-def _continued_from(rows: list[Any]) -> list[Any]:
+def _continued_from(rows: Sequence[AncestorRow]) -> list[AncestorRow]:
     """Of ``_ancestor_rows``: the continuation parents above the first row, nearest first."""
     path, below = [], rows[0]
     for above in rows[1:]:
@@ -269,7 +285,7 @@ def lineage_roots(conn: Executor) -> dict[str, tuple[str, int]]:
                                sessions.c.source, marked.label("marked"))).all()
     by_id = {row.id: row for row in rows}
 
-    def up(row: Any) -> str | None:
+    def up(row: Row[str, str | None, str | None, str | None, bool]) -> str | None:
         parent = by_id.get(row.parent_session_id)
         if parent is None or parent.end_reason != COMPRESSION or row.marked \
                 or (row.source or "") == TOOL_SOURCE:
@@ -310,13 +326,14 @@ def finalize_orphaned(conn: Executor, *, now: float) -> int:
                sessions.c.api_call_count == 0, sessions.c.started_at < now - ORPHAN_AGE_S,
                has_message, compressed_parent)
         .values(ended_at=now, end_reason=ORPHANED_COMPRESSION))
-    return int(result.rowcount or 0)
+    return rowcount(result)
 
 
 # --------------------------------------------------------------------------- advisory state
 
 
-def record_cooldown(conn: Executor, session_id: str, until: float, error: str | None) -> None:
+def record_cooldown(conn: Executor, session_id: str, until: float | None,
+                    error: str | None) -> None:
     conn.execute(update(sessions).where(sessions.c.id == session_id).values(
         compression_failure_cooldown_until=until, compression_failure_error=error))
 
@@ -330,7 +347,7 @@ def cooldown(conn: Executor, session_id: str) -> tuple[Any, str | None] | None:
 
 
 def clear_cooldown(conn: Executor, session_id: str) -> None:
-    record_cooldown(conn, session_id, None, None)  # type: ignore[arg-type]
+    record_cooldown(conn, session_id, None, None)
 
 
 def fallback_streak(conn: Executor, session_id: str) -> Any:
@@ -380,7 +397,7 @@ def refresh_lock(conn: Executor, session_id: str, holder: str, ttl: float, *,
     result = conn.execute(update(locks).where(
         locks.c.session_id == session_id, locks.c.holder == holder, locks.c.expires_at >= now)
         .values(expires_at=now + ttl))
-    return bool(result.rowcount)
+    return bool(rowcount(result))
 
 
 def release_lock(conn: Executor, session_id: str, holder: str) -> None:

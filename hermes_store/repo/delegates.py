@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
 
 from sqlalchemy import and_, exists, func, or_, select, update
 
 from hermes_store.content import dump_json
-from hermes_store.db.models import ChatSession, Message
+from hermes_store.db.models import MESSAGES, SESSIONS
 from hermes_store.repo import markers
-from hermes_store.repo.sessions import Executor
+from hermes_store.repo.executor import Executor
 
-sessions = ChatSession.__table__
-messages = Message.__table__
+sessions = SESSIONS
+messages = MESSAGES
 
 ORPHANED = "__orphaned__"
 COMPRESSION = "compression"
@@ -35,7 +34,8 @@ _PARENT = sessions.alias("tag_parent")
 _CHILD = sessions.alias("tag_child")
 
 
-def _config(text: str | None) -> Any:
+def _config(text: str | None) -> object:
+    """The parsed JSON (any shape: callers look for an object), None when it does not parse."""
     try:
         return json.loads(text) if text else {}
     except ValueError:

@@ -13,16 +13,25 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
-from sqlalchemy import delete, exists, func, or_, select
+from sqlalchemy import ColumnElement, delete, exists, func, or_, select
 
 from hermes_store.errors import PlanChangedError, StoreBusyError, UsageError
 from hermes_store.repo import compression, delegates, lineage, retention
-from hermes_store.repo.sessions import Executor
+from hermes_store.repo.executor import Executor, rowcount
 
 sessions = lineage.sessions
 messages = lineage.messages
+
+
+class DeletePlanJson(TypedDict):
+    """A delete plan in the ``delete`` command's JSON (docs/cli.md#json-output)."""
+
+    matched: int
+    ids: list[str]
+    detached: list[str]
+    messages: int
 
 
 @dataclass
@@ -70,7 +79,7 @@ class DeletePlan:
         if self.pinned and not force:
             raise UsageError("pinned sessions are deleted only with --force")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> DeletePlanJson:
         return {"matched": len(self.doomed), "ids": self.doomed, "detached": self.detached,
                 "messages": self.messages}
 
@@ -167,7 +176,7 @@ def delete_if_empty(conn: Executor, session_id: str) -> bool:
         or_(sessions.c.title.is_(None), sessions.c.title == ""),
         ~exists(select(messages.c.id).where(messages.c.session_id == session_id)),
         ~exists(select(child.c.id).where(child.c.parent_session_id == session_id))))
-    return bool(result.rowcount)
+    return bool(rowcount(result))
 
 
 def outside_pinned_lineages(conn: Executor, ids: Sequence[str]) -> list[str]:
@@ -183,7 +192,7 @@ def outside_pinned_lineages(conn: Executor, ids: Sequence[str]) -> list[str]:
     return [sid for sid in ids if roots.get(sid, (sid, 0))[0] not in kept]
 
 
-def _swept(conn: Executor, *where: Any) -> list[str]:
+def _swept(conn: Executor, *where: ColumnElement[bool]) -> list[str]:
     ids = list(conn.execute(select(sessions.c.id).where(
         *where, func.coalesce(sessions.c.pinned, 0) == 0).order_by(sessions.c.id)).scalars())
     return outside_pinned_lineages(conn, ids)

@@ -26,11 +26,14 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 from sqlalchemy import (
+    BindParameter,
     ColumnElement,
     FromClause,
+    Row,
+    ScalarSelect,
     Select,
     and_,
     bindparam,
@@ -48,29 +51,38 @@ from sqlalchemy.types import TEXT, Integer
 from hermes_store.content import SANE_FUTURE_S, SANE_MIN_TS
 from hermes_store.db import distribution
 from hermes_store.db.dialect import greatest
-from hermes_store.db.models import ChatSession, Message
+from hermes_store.db.models import MESSAGES, SESSIONS
+from hermes_store.repo.executor import Executor
 
-sessions = ChatSession.__table__
-messages = Message.__table__
+sessions = SESSIONS
+messages = MESSAGES
 
 DEFAULT_MAX_DEPTH = 100
 COMPRESSION = "compression"
+
+# A session id as a builder takes it: a value, or an expression (a bound parameter, a column).
+Ref = str | ColumnElement[str]
+# Rows of the plain-tree walks and of the compression walks.
+TreeWalk = Select[str, str | None, int]
+ChainWalk = Select[str, int]
+TreeWalks = Literal["ancestors", "descendants"]
+ChainWalks = Literal["compression_chain", "compression_tip", "compression_root"]
 
 
 # --------------------------------------------------------------------------- the root
 
 
 # Built once: every walk of one lineage reads the root first.
-_ROOT_OF = (select(func.coalesce(sessions.c.root_session_id, sessions.c.id))
+_ROOT_OF: Select[str] = (select(func.coalesce(sessions.c.root_session_id, sessions.c.id))
             .where(sessions.c.id == bindparam("sid")))
 
 
-def root_of(conn: Any, session_id: str) -> str | None:
+def root_of(conn: Executor, session_id: str) -> str | None:
     """The lineage root stored on the session (None for an unknown id)."""
     return conn.execute(_ROOT_OF, {"sid": session_id}).scalar()
 
 
-def _parent_root(session_id: str) -> Any:
+def _parent_root(session_id: str) -> ScalarSelect[str | None]:
     """The root a session should carry: its parent's (the parent itself for a parent whose
     own root is unset), or NULL when it has no parent row."""
     child, parent = sessions.alias("rr_child"), sessions.alias("rr_parent")
@@ -79,17 +91,17 @@ def _parent_root(session_id: str) -> Any:
             .where(child.c.id == session_id).scalar_subquery())
 
 
-def subtree(conn: Any, session_id: str) -> list[str]:
+def subtree(conn: Executor, session_id: str) -> list[str]:
     """The session and everything below it, taken *before* its parent link changes (SQLite's
     relink trigger may move the top of the tree first; :func:`reroot` moves all of it)."""
     return [r.id for r in descendants_of(conn, session_id)] or [session_id]
 
 
-def distributed_store(conn: Any) -> bool:
+def distributed_store(conn: Executor) -> bool:
     return distribution.distributed(conn.connection() if isinstance(conn, Session) else conn)
 
 
-def reroot(conn: Any, session_id: str, below: Sequence[str]) -> None:
+def reroot(conn: Executor, session_id: str, below: Sequence[str]) -> None:
     """After the session's parent link changed: give ``below`` (its :func:`subtree`) the root
     its new parent carries, or its own id when it has no parent row.
 
@@ -105,7 +117,7 @@ def reroot(conn: Any, session_id: str, below: Sequence[str]) -> None:
                      .values(root_session_id=new))
 
 
-def refresh_roots(conn: Any, *, max_depth: int = DEFAULT_MAX_DEPTH) -> int:
+def refresh_roots(conn: Executor, *, max_depth: int = DEFAULT_MAX_DEPTH) -> int:
     """Recompute every session's root from the parent links (bulk loads link rows in any
     order); sessions in a parent cycle carry their own id. Returns how many rows changed.
     A distributed store's roots do not move (:func:`reroot`): nothing changes there."""
@@ -136,7 +148,7 @@ def refresh_roots(conn: Any, *, max_depth: int = DEFAULT_MAX_DEPTH) -> int:
 # --------------------------------------------------------------------------- plain tree
 
 
-def _root_or_lookup(session_id: Any, root: Any) -> Any:
+def _root_or_lookup(session_id: Ref, root: Ref | None) -> Ref:
     """The lineage root to filter on: the caller's (what a distributed engine routes by), else
     the session's stored root read in the statement itself."""
     if root is not None:
@@ -145,7 +157,7 @@ def _root_or_lookup(session_id: Any, root: Any) -> Any:
     return select(own.c.root_session_id).where(own.c.id == session_id).scalar_subquery()
 
 
-def _tree_walk(session_id: str, root: str, *, up: bool, max_depth: int) -> Select:
+def _tree_walk(session_id: Ref, root: Ref, *, up: bool, max_depth: int) -> TreeWalk:
     anchor = select(sessions.c.id, sessions.c.parent_session_id,
                     literal(0).label("depth")).where(sessions.c.root_session_id == root,
                                                      sessions.c.id == session_id)
@@ -162,53 +174,71 @@ def _tree_walk(session_id: str, root: str, *, up: bool, max_depth: int) -> Selec
             .group_by(walk.c.id, walk.c.parent_session_id).order_by(depth, walk.c.id))
 
 
-def ancestors(session_id: str, *, root: Any = None,
-              max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
+def ancestors(session_id: Ref, *, root: Ref | None = None,
+              max_depth: int = DEFAULT_MAX_DEPTH) -> TreeWalk:
     """``(id, parent_session_id, depth)`` of the session (depth 0) and each ancestor above it
     (``root``: the session's lineage root, read from the row when not given)."""
     return _tree_walk(session_id, _root_or_lookup(session_id, root), up=True, max_depth=max_depth)
 
 
-def descendants(session_id: str, *, root: Any = None,
-                max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
+def descendants(session_id: Ref, *, root: Ref | None = None,
+                max_depth: int = DEFAULT_MAX_DEPTH) -> TreeWalk:
     """``(id, parent_session_id, depth)`` of the session (depth 0) and everything below it."""
     return _tree_walk(session_id, _root_or_lookup(session_id, root), up=False, max_depth=max_depth)
 
 
+@overload
+def prepared(walk: TreeWalks, max_depth: int = ...) -> TreeWalk: ...
+@overload
+def prepared(walk: ChainWalks, max_depth: int = ...) -> ChainWalk: ...
 @functools.cache
-def prepared(walk: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
+def prepared(walk: TreeWalks | ChainWalks,
+             max_depth: int = DEFAULT_MAX_DEPTH) -> TreeWalk | ChainWalk:
     """A single-lineage walk built once over the parameters ``sid`` and ``root``: building one
     (aliases of the wide sessions table) costs more than running it."""
-    build = {"ancestors": ancestors, "descendants": descendants,
-             "compression_chain": compression_chain, "compression_tip": compression_tip,
+    sid: BindParameter[str] = bindparam("sid")
+    root: BindParameter[str] = bindparam("root")
+    if walk == "ancestors" or walk == "descendants":
+        tree = {"ancestors": ancestors, "descendants": descendants}[walk]
+        return tree(sid, root=root, max_depth=max_depth)
+    chain = {"compression_chain": compression_chain, "compression_tip": compression_tip,
              "compression_root": compression_root}[walk]
-    return build(bindparam("sid"), root=bindparam("root"), max_depth=max_depth)
+    return chain(sid, root=root, max_depth=max_depth)
 
 
-def run_walk(conn: Any, walk: str, session_id: str, *, root: str | None = None,
-             max_depth: int = DEFAULT_MAX_DEPTH) -> list[Any]:
+@overload
+def run_walk(conn: Executor, walk: TreeWalks, session_id: str, *, root: str | None = None,
+             max_depth: int = ...) -> Sequence[Row[str, str | None, int]]: ...
+@overload
+def run_walk(conn: Executor, walk: ChainWalks, session_id: str, *, root: str | None = None,
+             max_depth: int = ...) -> Sequence[Row[str, int]]: ...
+def run_walk(conn: Executor, walk: TreeWalks | ChainWalks, session_id: str, *,
+             root: str | None = None, max_depth: int = DEFAULT_MAX_DEPTH
+             ) -> Sequence[Row[str, str | None, int]] | Sequence[Row[str, int]]:
     """Rows of :func:`prepared` for the session, under its stored root unless ``root`` is
     given (``[]`` for an unknown id)."""
     root = root_of(conn, session_id) if root is None else root
     if root is None:
         return []
-    return conn.execute(prepared(walk, max_depth), {"sid": session_id, "root": root}).all()
+    params = {"sid": session_id, "root": root}
+    return conn.execute(prepared(walk, max_depth), params).all()
 
 
-def ancestors_of(conn: Any, session_id: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> list[Any]:
+def ancestors_of(conn: Executor, session_id: str, *,
+                 max_depth: int = DEFAULT_MAX_DEPTH) -> Sequence[Row[str, str | None, int]]:
     """:func:`ancestors` run for the session's stored root (``[]`` for an unknown id)."""
     return run_walk(conn, "ancestors", session_id, max_depth=max_depth)
 
 
-def descendants_of(conn: Any, session_id: str) -> list[Any]:
+def descendants_of(conn: Executor, session_id: str) -> Sequence[Row[str, str | None, int]]:
     return run_walk(conn, "descendants", session_id)
 
 
 # --------------------------------------------------------------------------- compression chain
 
 
-def continuation_id(parent_id: ColumnElement, parent_ended_at: ColumnElement,
-                    root: Any) -> ColumnElement:
+def continuation_id(parent_id: ColumnElement[str], parent_ended_at: ColumnElement[float | None],
+                    root: Ref) -> ColumnElement[str | None]:
     """The id of the child a compression-ended parent continues in (None if there is none).
 
     ``root`` is the parent's root (a value, or a column of the walk): children share it."""
@@ -231,8 +261,8 @@ def continuation_id(parent_id: ColumnElement, parent_ended_at: ColumnElement,
     return func.coalesce(newest_after, newest)
 
 
-def compression_chain(session_id: str, *, root: Any = None,
-                      max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
+def compression_chain(session_id: Ref, *, root: Ref | None = None,
+                      max_depth: int = DEFAULT_MAX_DEPTH) -> ChainWalk:
     """``(id, depth)`` of the session (depth 0) and its compression continuations, in order."""
     root = _root_or_lookup(session_id, root)
     anchor = select(sessions.c.id, sessions.c.end_reason, sessions.c.ended_at,
@@ -249,21 +279,21 @@ def compression_chain(session_id: str, *, root: Any = None,
     return select(walk.c.id, walk.c.depth).order_by(walk.c.depth)
 
 
-def compression_tip(session_id: str, *, root: Any = None,
-                    max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
+def compression_tip(session_id: Ref, *, root: Ref | None = None,
+                    max_depth: int = DEFAULT_MAX_DEPTH) -> ChainWalk:
     """The one-row ``(id, depth)`` of the chain's tip (the session itself when not compressed)."""
     chain = compression_chain(session_id, root=root, max_depth=max_depth).subquery("chain")
     return select(chain.c.id, chain.c.depth).order_by(chain.c.depth.desc()).limit(1)
 
 
-def tip_of(conn: Any, session_id: str) -> str | None:
+def tip_of(conn: Executor, session_id: str) -> str | None:
     """:func:`compression_tip` run for the session's stored root (None for an unknown id)."""
     rows = run_walk(conn, "compression_tip", session_id)
     return rows[0].id if rows else None
 
 
-def compression_root(session_id: str, *, root: Any = None,
-                     max_depth: int = DEFAULT_MAX_DEPTH) -> Select:
+def compression_root(session_id: Ref, *, root: Ref | None = None,
+                     max_depth: int = DEFAULT_MAX_DEPTH) -> ChainWalk:
     """The one-row ``(id, depth)`` of the first segment of the chain this session belongs to."""
     root = _root_or_lookup(session_id, root)
     anchor = select(sessions.c.id, sessions.c.parent_session_id,
@@ -291,8 +321,8 @@ def is_continuation(table: FromClause) -> ColumnElement[bool]:
         == table.c.id))
 
 
-def lineage_map(conn: Any = None, *, max_depth: int = DEFAULT_MAX_DEPTH,
-                compressed_only: bool = False) -> Select:
+def lineage_map(conn: Executor | None = None, *, max_depth: int = DEFAULT_MAX_DEPTH,
+                compressed_only: bool = False) -> Select[str, str, str, int]:
     """``(id, root_id, depth)`` for every session reachable from a lineage root.
 
     A root is a session that is not a compression continuation. Sessions caught in a cycle of
@@ -325,7 +355,8 @@ def lineage_map(conn: Any = None, *, max_depth: int = DEFAULT_MAX_DEPTH,
     return select(walk.c.id, walk.c.root_id, walk.c.root_session_id, walk.c.depth)
 
 
-def _map_walked_here(conn: Any, max_depth: int, compressed_only: bool) -> Select:
+def _map_walked_here(conn: Executor, max_depth: int,
+                     compressed_only: bool) -> Select[str, str, str, int]:
     s = sessions.alias("s")
     rows = conn.execute(select(
         s.c.id, s.c.root_session_id, s.c.end_reason, is_continuation(s).label("cont"),
@@ -335,7 +366,8 @@ def _map_walked_here(conn: Any, max_depth: int, compressed_only: bool) -> Select
     for anchor in rows:
         if anchor.cont or (compressed_only and anchor.end_reason != COMPRESSION):
             continue
-        node, depth = anchor, 0
+        node: Row[*tuple[Any, ...]] | None = anchor
+        depth = 0
         while node is not None:  # as the CTE's UNION ALL: a cycle ends at max_depth
             found.append((node.id, anchor.id, node.root_session_id, depth))
             if node.end_reason != COMPRESSION or depth >= max_depth:
@@ -347,13 +379,14 @@ def _map_walked_here(conn: Any, max_depth: int, compressed_only: bool) -> Select
     return walked_rows("lmap_walk", ("id", "root_id", "root_session_id", "depth"), found)
 
 
-def walked_rows(name: str, names: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> Select:
+def walked_rows(name: str, names: Sequence[str],
+                rows: Sequence[tuple[Any, ...]]) -> Select[*tuple[Any, ...]]:
     """Rows walked in Python as a PostgreSQL row source (one array parameter per column, the
     last column an integer depth), for the walks Citus cannot run as a recursive CTE."""
-    columns = list(zip(*rows)) or [()] * len(names)
+    columns = list(zip(*rows, strict=True)) or [()] * len(names)
     kinds = [TEXT] * (len(names) - 1) + [Integer]
     walked = func.unnest(*(bindparam(f"{name}_{column}", list(values), type_=ARRAY(kind))
-                           for column, values, kind in zip(names, columns, kinds)))
+                           for column, values, kind in zip(names, columns, kinds, strict=True)))
     table = walked.table_valued(*names).render_derived(name=name)
     return select(*table.c)
 
@@ -361,12 +394,13 @@ def walked_rows(name: str, names: Sequence[str], rows: Sequence[tuple[Any, ...]]
 # --------------------------------------------------------------------------- last activity
 
 
-def _sane(value: ColumnElement, now: float) -> ColumnElement:
+def _sane(value: ColumnElement[float | None], now: float) -> ColumnElement[float | None]:
     return case((value.between(SANE_MIN_TS, now + SANE_FUTURE_S), value), else_=None)
 
 
-def newest_message_at(session_id: ColumnElement, now: float | None = None,
-                      root: ColumnElement | None = None) -> ColumnElement:
+def newest_message_at(session_id: ColumnElement[str],
+                      now: float | ColumnElement[float] | None = None,
+                      root: ColumnElement[str] | None = None) -> ScalarSelect[float | None]:
     """The newest sane message timestamp of a session (walks ``idx_messages_session``);
     ``root``, the session's root column, keeps the correlation on one shard on Citus."""
     now = time.time() if now is None else now
@@ -378,7 +412,8 @@ def newest_message_at(session_id: ColumnElement, now: float | None = None,
             .scalar_subquery())
 
 
-def last_activity(table: FromClause = sessions, now: float | None = None) -> ColumnElement:
+def last_activity(table: FromClause = sessions,
+                  now: float | None = None) -> ColumnElement[float | None]:
     """THE last-activity expression shared by listing, prune, archive, close and export.
 
     The newest of ``last_activity_at``, the newest message timestamp and ``started_at``, each
@@ -394,8 +429,9 @@ def last_activity(table: FromClause = sessions, now: float | None = None) -> Col
     return func.coalesce(func.nullif(greatest(*candidates), -1.0), table.c.started_at)
 
 
-def lineage_activity(conn: Any = None, *, now: float | None = None,
-                     max_depth: int = DEFAULT_MAX_DEPTH, compressed_only: bool = False) -> Select:
+def lineage_activity(conn: Executor | None = None, *, now: float | None = None,
+                     max_depth: int = DEFAULT_MAX_DEPTH,
+                     compressed_only: bool = False) -> Select[str, float | None]:
     """``(root_id, last_active)``: the newest activity over every segment of each lineage
     (``compressed_only``: of each lineage whose root ended ``'compression'``)."""
     lmap = lineage_map(conn, max_depth=max_depth,

@@ -21,23 +21,34 @@ import dataclasses
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
-from sqlalchemy import ColumnElement, Connection, delete, select, update
+from sqlalchemy import ColumnElement, Connection, Row, delete, select, update
 
-from hermes_store.db.models import ChatSession, Message
+from hermes_store.db.models import MESSAGES, SESSIONS
 from hermes_store.repo import compression, lineage
+from hermes_store.repo.executor import Executor, rowcount
 from hermes_store.repo.filters import SessionFilter, matching
-from hermes_store.repo.sessions import Executor
 
-sessions = ChatSession.__table__
-messages = Message.__table__
+sessions = SESSIONS
+messages = MESSAGES
 
 CLOSED_IDLE = "closed_idle"
 # Which parent links make one lineage: the v11 chain, or the v21 continuations.
 V11, V21 = "v11", "v21"
 DEFAULT_BUSY_WINDOW_S = 60.0
 _CHUNK = 900  # bound parameters per statement
+
+
+class SessionSummary(TypedDict):  # one session as list_prune_candidates reports it
+    id: str
+    source: str
+    title: str | None
+    model: str | None
+    started_at: float | None
+    ended_at: float | None
+    message_count: int | None
+    archived: int | None
 
 
 @dataclass
@@ -199,7 +210,8 @@ def _select(conn: Executor, *, where: ColumnElement[bool] | None, ids: Iterable[
     (over all segments) lies in ``[newer_than, older_than)``."""
     wanted = _matching_ids(conn, where)
     id_set = set(ids) if ids is not None else None
-    chosen, rest = [], []
+    chosen: list[Lineage] = []
+    rest: list[Lineage] = []
     for unit in load_lineages(conn, now=now, rule=rule):
         ok = wanted is None or unit.tip.id in wanted
         ok = ok and (id_set is None or bool(id_set.intersection(unit.ids)))
@@ -278,8 +290,8 @@ def delete_sessions(conn: Executor, ids: Sequence[str]) -> int:
         lineage.reroot(conn, sid, below)
     for chunk in _chunks(ids):
         conn.execute(delete(messages).where(messages.c.session_id.in_(chunk)))
-        deleted += conn.execute(delete(sessions).where(sessions.c.id.in_(chunk))).rowcount or 0
-    return int(deleted)
+        deleted += rowcount(conn.execute(delete(sessions).where(sessions.c.id.in_(chunk))))
+    return deleted
 
 
 def delete_session(conn: Executor, session_id: str) -> bool:
@@ -337,10 +349,9 @@ def prune(conn: Executor, *, older_than: float | None = None, newer_than: float 
 def _set_archived(conn: Executor, ids: Sequence[str], value: int) -> int:
     changed = 0
     for chunk in _chunks(ids):
-        changed += conn.execute(update(sessions)
-                                .where(sessions.c.id.in_(chunk), sessions.c.archived != value)
-                                .values(archived=value)).rowcount or 0
-    return int(changed)
+        changed += rowcount(conn.execute(update(sessions).values(archived=value).where(
+            sessions.c.id.in_(chunk), sessions.c.archived != value)))
+    return changed
 
 
 def archive(conn: Executor, *, older_than: float | None = None,
@@ -411,9 +422,9 @@ def pin(conn: Executor, ids: Iterable[str], *, dry_run: bool = False) -> Retenti
     result.spared.pinned = sum(1 for r in rows if r.pinned)  # already pinned
     if not dry_run and result.ids:
         for chunk in _chunks(result.ids):
-            result.changed += conn.execute(
+            result.changed += rowcount(conn.execute(
                 update(sessions).where(sessions.c.id.in_(chunk), sessions.c.pinned == 0)
-                .values(pinned=1)).rowcount or 0
+                .values(pinned=1)))
         _set_archived(conn, result.unarchived, 0)
     return result
 
@@ -427,9 +438,9 @@ def unpin(conn: Executor, ids: Iterable[str], *, dry_run: bool = False) -> Reten
     result.matched = len(result.ids)
     if not dry_run and result.ids:
         for chunk in _chunks(result.ids):
-            result.changed += conn.execute(
+            result.changed += rowcount(conn.execute(
                 update(sessions).where(sessions.c.id.in_(chunk), sessions.c.pinned != 0)
-                .values(pinned=0)).rowcount or 0
+                .values(pinned=0)))
     return result
 
 
@@ -462,9 +473,9 @@ def close_idle(conn: Executor, *, older_than: float, newer_than: float | None = 
     _finish(result, chosen)
     if not dry_run and result.ids:
         for chunk in _chunks(result.ids):
-            result.changed += conn.execute(
+            result.changed += rowcount(conn.execute(
                 update(sessions).where(sessions.c.id.in_(chunk), sessions.c.ended_at.is_(None))
-                .values(ended_at=now, end_reason=end_reason)).rowcount or 0
+                .values(ended_at=now, end_reason=end_reason)))
     return result
 
 
@@ -503,24 +514,22 @@ def candidate_rows(conn: Executor, result: RetentionResult) -> list[dict[str, An
     ``segments``, ``last_active``, ``source``, ``model``, ``messages`` (over every segment),
     ``title``; in the result's order (oldest activity first)."""
     tips = [c.tip_id for c in result.candidates]
-    found: dict[str, Any] = {}
+    found: dict[str, Row[str, str | None, str | None, str | None]] = {}
     for chunk in _chunks(tips):
-        for r in conn.execute(select(sessions.c.id, sessions.c.source, sessions.c.model,
-                                     sessions.c.title)
-                              .where(sessions.c.id.in_(chunk))).mappings():
-            found[r["id"]] = r
+        found.update((r.id, r) for r in conn.execute(select(
+            sessions.c.id, sessions.c.source, sessions.c.model, sessions.c.title)
+            .where(sessions.c.id.in_(chunk))))
     counts: dict[str, int] = {}
     for chunk in _chunks([sid for c in result.candidates for sid in c.ids]):
         for r in conn.execute(select(sessions.c.id, sessions.c.message_count)
                               .where(sessions.c.id.in_(chunk))):
             counts[r.id] = r.message_count or 0
-    rows = []
+    rows: list[dict[str, Any]] = []
     for c in result.candidates:
-        tip = found.get(c.tip_id) or {}
+        _, source, model, title = found.get(c.tip_id) or (None, None, None, None)
         rows.append({"id": c.tip_id, "segments": c.ids, "last_active": c.last_active,
-                     "source": tip.get("source"), "model": tip.get("model"),
-                     "messages": sum(counts.get(sid, 0) for sid in c.ids),
-                     "title": tip.get("title")})
+                     "source": source, "model": model,
+                     "messages": sum(counts.get(sid, 0) for sid in c.ids), "title": title})
     return rows
 
 
@@ -550,13 +559,16 @@ def set_lineage_archived(conn: Executor, session_id: str, archived: bool) -> Arc
     return ArchiveOutcome(found=True, changed=_set_archived(conn, members, 1 if archived else 0))
 
 
-def session_summaries(conn: Executor, ids: Sequence[str]) -> list[dict[str, Any]]:
+def session_summaries(conn: Executor, ids: Sequence[str]) -> list[SessionSummary]:
     """``{id, source, title, model, started_at, ended_at, message_count, archived}`` of each
     session, ``started_at`` ascending (``list_prune_candidates``)."""
     c = sessions.c
-    rows: list[dict[str, Any]] = []
+    rows: list[SessionSummary] = []
     for chunk in _chunks(ids):
-        rows += [dict(r) for r in conn.execute(
+        rows += [SessionSummary(id=r.id, source=r.source, title=r.title, model=r.model,
+                                started_at=r.started_at, ended_at=r.ended_at,
+                                message_count=r.message_count, archived=r.archived)
+                 for r in conn.execute(
             select(c.id, c.source, c.title, c.model, c.started_at, c.ended_at, c.message_count,
-                   c.archived).where(c.id.in_(chunk))).mappings()]
+                   c.archived).where(c.id.in_(chunk)))]
     return sorted(rows, key=lambda r: (r["started_at"] is None, r["started_at"] or 0.0, r["id"]))

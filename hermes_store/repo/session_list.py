@@ -18,11 +18,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVarTuple
 
 from sqlalchemy import (
     CTE,
+    ColumnClause,
     ColumnElement,
+    FromClause,
+    Row,
+    RowMapping,
     Select,
     Text,
     and_,
@@ -35,12 +39,16 @@ from sqlalchemy import (
     select,
 )
 
-from hermes_store.db.models import ChatSession
+from hermes_store.db.models import SESSIONS
 from hermes_store.repo import compression, lineage, listing, markers
 from hermes_store.repo.filters import cwd_prefix_clause
 from hermes_store.repo.sessions import Executor, full_row
 
-sessions = ChatSession.__table__
+sessions = SESSIONS
+
+# A needle's test of one segment (a sessions alias, or a walk's row source).
+Matcher = Callable[[FromClause], ColumnElement[bool]]
+_Ts = TypeVarTuple("_Ts")
 
 # A projected row shows where its conversation is now.
 TIP_COLUMNS = (*listing.TIP_COLUMNS, "cwd", "git_branch", "git_repo_root")
@@ -57,7 +65,7 @@ _NEEDLE_SEG = sessions.alias("idq_seg")
 # --------------------------------------------------------------------------- clauses
 
 
-def visible_clause(table: Any = sessions) -> ColumnElement[bool]:
+def visible_clause(table: FromClause = sessions) -> ColumnElement[bool]:
     """Roots (no parent, or a parent row that is gone) and branch children (``_branched_from``,
     or started at or after a parent's ``'branched'`` end), minus any ``_delegate_from`` row."""
     parent = _VIS_PARENT
@@ -124,28 +132,28 @@ class Filters:
 # --------------------------------------------------------------------------- needles
 
 
-def _lower(column: Any) -> ColumnElement:
+def _lower(column: ColumnElement[str | None]) -> ColumnElement[str]:
     return func.lower(column, type_=Text)
 
 
-def id_matches(needle: str) -> Callable[[Any], ColumnElement[bool]]:
+def id_matches(needle: str) -> Matcher:
     """A segment whose id contains the (lower-cased) needle, literally."""
     return lambda seg: _lower(seg.c.id).contains(needle, autoescape=True)
 
 
-def compact_title(title: Any) -> ColumnElement:
+def compact_title(title: ColumnElement[str | None]) -> ColumnElement[str]:
     for mark in _TITLE_PUNCTUATION:
         title = func.replace(title, mark, "")
     return _lower(title)
 
 
-def search_matches(needle: str) -> Callable[[Any], ColumnElement[bool]]:
+def search_matches(needle: str) -> Matcher:
     """A segment whose id or title contains the needle, or whose title without ``-``, ``_``,
     ``.`` and spaces contains the needle without non-word characters (``an94`` finds
     ``AN-94``)."""
     compact = _NON_WORD.sub("", needle)
 
-    def matches(seg: Any) -> ColumnElement[bool]:
+    def matches(seg: FromClause) -> ColumnElement[bool]:
         title = func.coalesce(seg.c.title, "")
         found = [_lower(seg.c.id).contains(needle, autoescape=True),
                  _lower(title).contains(needle, autoescape=True)]
@@ -156,8 +164,8 @@ def search_matches(needle: str) -> Callable[[Any], ColumnElement[bool]]:
     return matches
 
 
-def needle_anchors(matches: Callable[[Any], ColumnElement[bool]], *,
-                   where: Sequence[ColumnElement[bool]] = (), conn: Any = None) -> Select:
+def needle_anchors(matches: Matcher, *, where: Sequence[ColumnElement[bool]] = (),
+                   conn: Executor | None = None) -> Select[str, str]:
     """Ids of the rows passing ``where`` whose continuation chain may hold a matching segment:
     the matching segments and the continuation ancestors a chain could reach them from.
     Seeding the walk with these makes its cost follow the matches, not the store. Given
@@ -184,10 +192,10 @@ def needle_anchors(matches: Callable[[Any], ColumnElement[bool]], *,
 _UP = ("id", "parent_session_id", "root_session_id", "model_config", "source")
 
 
-def _anchors_stepwise(conn: Any, matches: Callable[[Any], ColumnElement[bool]],
-                      where: Sequence[ColumnElement[bool]]) -> Select:
+def _anchors_stepwise(conn: Executor, matches: Matcher,
+                      where: Sequence[ColumnElement[bool]]) -> Select[str, str]:
     seed, parent = _NEEDLE_SEED, _NEEDLE_PARENT
-    frontier = conn.execute(select(*(seed.c[n] for n in _UP)).where(matches(seed))).all()
+    frontier: Sequence[Row[*tuple[Any, ...]]] = conn.execute(select(*(seed.c[n] for n in _UP)).where(matches(seed))).all()
     found = {row[0] for row in frontier}
     for _ in range(compression.MAX_TIP_STEPS):
         if not frontier:
@@ -206,7 +214,7 @@ def _anchors_stepwise(conn: Any, matches: Callable[[Any], ColumnElement[bool]],
         sessions.c.id.in_(sorted(found)), *where)
 
 
-def needle_roots(chain: CTE, matches: Callable[[Any], ColumnElement[bool]]) -> Select:
+def needle_roots(chain: CTE, matches: Matcher) -> Select[str]:
     """The anchors of ``chain`` (:func:`compression.chain_map`) holding a matching segment."""
     seg = _NEEDLE_SEG
     return (select(chain.c.root_id)
@@ -214,20 +222,21 @@ def needle_roots(chain: CTE, matches: Callable[[Any], ColumnElement[bool]]) -> S
             .where(matches(seg)).distinct())
 
 
-def id_query_anchors(needle: str, *, where: Any = None) -> Select:
+def id_query_anchors(needle: str, *,
+                     where: ColumnElement[bool] | None = None) -> Select[str, str]:
     """:func:`needle_anchors` for an id needle, over visible rows (and ``where``)."""
     return needle_anchors(id_matches(needle),
                           where=[visible_clause(), *([where] if where is not None else [])])
 
 
-def id_query_roots(chain: CTE, needle: str) -> Select:
+def id_query_roots(chain: CTE, needle: str) -> Select[str]:
     return needle_roots(chain, id_matches(needle))
 
 
 # --------------------------------------------------------------------------- order, rows
 
 
-def ordered_by_chain_activity(query: Select, chain: CTE, *, now: float) -> Select:
+def ordered_by_chain_activity(query: Select[*_Ts], chain: CTE, *, now: float) -> Select[*_Ts]:
     """``query`` (over ``sessions``) ordered by the newest activity over each row's chain, then
     ``started_at`` and ``id``, all descending; computed before any ``LIMIT``. A row ``chain``
     is not anchored at has no continuation: its own activity counts."""
@@ -237,7 +246,8 @@ def ordered_by_chain_activity(query: Select, chain: CTE, *, now: float) -> Selec
     return query.order_by(newest.desc(), sessions.c.started_at.desc(), sessions.c.id.desc())
 
 
-def live_columns(conn: Executor, *, compact: bool = False) -> list[Any] | None:
+def live_columns(conn: Executor, *,
+                 compact: bool = False) -> list[ColumnClause[Any]] | None:
     """The live table's columns (adopted stores may carry more than the model) less
     ``system_prompt`` for compact rows; None means every column (``*``)."""
     if not compact:
@@ -246,14 +256,15 @@ def live_columns(conn: Executor, *, compact: bool = False) -> list[Any] | None:
     return [column(name) for name in names if name != COMPACT_OMITS]
 
 
-def row_query(now: float, columns: list[Any] | None = None) -> Select:
+def row_query(now: float,
+              columns: list[ColumnClause[Any]] | None = None) -> Select[*tuple[Any, ...]]:
     return select(*(columns if columns is not None else [literal_column("*")]),
                   listing.preview_source(sessions.c.id, sessions.c.root_session_id)
                   .label("preview"),
                   lineage.last_activity(sessions, now).label("last_active")).select_from(sessions)
 
 
-def finish_row(row: Any, *, compact: bool = False) -> dict[str, Any]:
+def finish_row(row: RowMapping, *, compact: bool = False) -> dict[str, Any]:
     item = full_row(row)
     item["preview"] = listing.make_preview(item.get("preview"))
     if compact:
@@ -262,7 +273,7 @@ def finish_row(row: Any, *, compact: bool = False) -> dict[str, Any]:
 
 
 def project_to_tip(conn: Executor, row: dict[str, Any], *, now: float,
-                   columns: list[Any] | None = None) -> dict[str, Any]:
+                   columns: list[ColumnClause[Any]] | None = None) -> dict[str, Any]:
     """A compression-ended row shows its tip (by the tip step), keeping the root's
     ``started_at`` and ``archived``, and gains ``_lineage_root_id``."""
     if row.get("end_reason") != compression.COMPRESSION:

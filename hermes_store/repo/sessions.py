@@ -13,22 +13,32 @@ import time
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from sqlalchemy import Connection, and_, case, exc, func, literal_column, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import (
+    ColumnElement,
+    Row,
+    RowMapping,
+    Select,
+    and_,
+    case,
+    exc,
+    func,
+    literal_column,
+    select,
+    update,
+)
 
 from hermes_store.content import check_integer, check_key, check_text, dump_json
 from hermes_store.db import distribution
 from hermes_store.db.dialect import insert
-from hermes_store.db.models import ChatSession, StateMeta
+from hermes_store.db.models import SESSIONS, STATE_META
 from hermes_store.errors import TitleInUseError
 from hermes_store.repo import lineage, prompts, titles
+from hermes_store.repo.executor import Executor as Executor
+from hermes_store.repo.executor import connection_of as connection_of
+from hermes_store.repo.executor import rowcount
 
-sessions = ChatSession.__table__
-state_meta = StateMeta.__table__
-
-# What every repository function takes: the caller's Connection, or an ORM Session whose
-# transaction the caller owns (Core statements run on either).
-Executor = Connection | Session
+sessions = SESSIONS
+state_meta = STATE_META
 
 PLACEHOLDER_SOURCE = "unknown"
 
@@ -46,11 +56,6 @@ NUMERIC_IDS = frozenset({"chat_id", "thread_id"})
 HANDOFF_KEYS = ("handoff_state", "handoff_platform", "handoff_error")
 _TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
                   "reasoning_tokens")
-
-
-def connection_of(db: Executor) -> Connection:
-    """The Connection behind an executor (for code that needs driver-level SQL)."""
-    return db.connection() if isinstance(db, Session) else db
 
 
 # --------------------------------------------------------------------------- checks
@@ -114,7 +119,7 @@ def create_or_fill(conn: Executor, session_id: str, source: str, values: Mapping
     if distribution.distributed(connection_of(conn)):
         # Citus routes the row by its root: the value is known before the insert, is the key
         # of the conflict, and never moves (a distribution column is not updated).
-        root: Any = (lineage.root_of(conn, session_id)
+        root: str | ColumnElement[str] = (lineage.root_of(conn, session_id)
                      or (parent and lineage.root_of(conn, parent)) or parent or session_id)
         key, below = [sessions.c.root_session_id, sessions.c.id], None
     else:
@@ -123,7 +128,7 @@ def create_or_fill(conn: Executor, session_id: str, source: str, values: Mapping
         below = lineage.subtree(conn, session_id) if parent is not None else None
     stmt = insert(conn, sessions).values(id=session_id, source=source, started_at=now,
                                          root_session_id=root, **values)
-    fill = {name: func.coalesce(sessions.c[name], stmt.excluded[name]) for name in values}
+    fill: dict[str, ColumnElement[Any]] = {name: func.coalesce(sessions.c[name], stmt.excluded[name]) for name in values}
     fill["source"] = case((sessions.c.source == PLACEHOLDER_SOURCE, stmt.excluded.source),
                           else_=sessions.c.source)
     conn.execute(stmt.on_conflict_do_update(index_elements=key, set_=fill))
@@ -134,7 +139,7 @@ def create_or_fill(conn: Executor, session_id: str, source: str, values: Mapping
     return session_id
 
 
-def _root_below(parent: str | None, session_id: str) -> Any:
+def _root_below(parent: str | None, session_id: str) -> str | ColumnElement[str]:
     """The root a new session starts with: its parent's, or its own id without a parent."""
     if parent is None:
         return session_id
@@ -150,13 +155,18 @@ def exists(conn: Executor, session_id: str) -> bool:
 
 def get_session(conn: Executor, session_id: str) -> dict[str, Any] | None:
     """Every column of the live table (adopted stores may have more than the model)."""
-    row = conn.execute(select(literal_column("*")).select_from(sessions)
-                       .where(sessions.c.id == session_id)).mappings().first()
-    return full_row(prompts.resolve_one(connection_of(conn), row)) if row is not None else None
+    every: Select[*tuple[Any, ...]] = select(literal_column("*")).select_from(sessions).where(sessions.c.id == session_id)
+    row: Row[*tuple[Any, ...]] | None = conn.execute(every).first()
+    if row is None:
+        return None
+    item = row._asdict()
+    prompts.resolve(connection_of(conn), [item])
+    return full_row(item)
 
 
-def full_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    item = dict(row)
+def full_row(row: Mapping[str, Any] | RowMapping) -> dict[str, Any]:
+    """A session row as a dict with every documented key (a RowMapping iterates its names)."""
+    item = {key: row[key] for key in row}
     for key in HANDOFF_KEYS:
         item.setdefault(key, None)
     return item
@@ -170,7 +180,7 @@ def _prefix_upper(prefix: str) -> str | None:
     return prefix[:-1] + chr(last + 1)
 
 
-def _with_prefix(prefix: str) -> Any:
+def _with_prefix(prefix: str) -> ColumnElement[bool]:
     """The condition "the id starts with ``prefix``" (case-sensitive, LIKE wildcards literal),
     as a range the primary key's index answers."""
     conditions = [sessions.c.id >= prefix, func.substr(sessions.c.id, 1, len(prefix)) == prefix]
@@ -213,14 +223,14 @@ def end_session(conn: Executor, session_id: str, end_reason: str, now: float) ->
     result = conn.execute(update(sessions)
                           .where(sessions.c.id == session_id, sessions.c.ended_at.is_(None))
                           .values(ended_at=now, end_reason=end_reason))
-    return result.rowcount > 0
+    return rowcount(result) > 0
 
 
 def reopen_session(conn: Executor, session_id: str) -> bool:
     result = conn.execute(update(sessions)
                           .where(sessions.c.id == session_id, sessions.c.ended_at.is_not(None))
                           .values(ended_at=None, end_reason=None))
-    return result.rowcount > 0
+    return rowcount(result) > 0
 
 
 def update_system_prompt(conn: Executor, session_id: str, system_prompt: str | None) -> bool:
@@ -228,7 +238,7 @@ def update_system_prompt(conn: Executor, session_id: str, system_prompt: str | N
         return prompts.replace(connection_of(conn), session_id, system_prompt)
     result = conn.execute(update(sessions).where(sessions.c.id == session_id)
                           .values(system_prompt=system_prompt))
-    return result.rowcount > 0
+    return rowcount(result) > 0
 
 
 def update_token_counts(conn: Executor, session_id: str, *, now: float, absolute: bool = False,
