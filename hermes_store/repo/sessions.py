@@ -13,7 +13,18 @@ import time
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from sqlalchemy import Connection, and_, case, exc, func, literal_column, select, update
+from sqlalchemy import (
+    Connection,
+    CursorResult,
+    Result,
+    and_,
+    case,
+    exc,
+    func,
+    literal_column,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from hermes_store.content import check_integer, check_key, check_text, dump_json
@@ -51,6 +62,15 @@ _TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_w
 def connection_of(db: Executor) -> Connection:
     """The Connection behind an executor (for code that needs driver-level SQL)."""
     return db.connection() if isinstance(db, Session) else db
+
+
+def rowcount(result: Result[*tuple[Any, ...]]) -> int:
+    """Rows an INSERT, UPDATE or DELETE touched. SQLAlchemy types ``Session.execute`` as a
+    plain ``Result``, but for a Core DML statement it hands back the connection's
+    ``CursorResult``, as ``Connection.execute`` does."""
+    if not isinstance(result, CursorResult):
+        raise TypeError(f"a DML statement returned {type(result).__name__}, not a CursorResult")
+    return result.rowcount
 
 
 # --------------------------------------------------------------------------- checks
