@@ -23,13 +23,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from hermes_store.db.models import ChatSession, GatewayRoute, Message
+from hermes_store.db.models import GATEWAY_ROUTES, MESSAGES, SESSIONS
 from hermes_store.repo import lineage
-from hermes_store.repo.sessions import Executor, full_row
+from hermes_store.repo.sessions import Executor, full_row, rowcount
 
-sessions = ChatSession.__table__
-messages = Message.__table__
-routes = GatewayRoute.__table__
+sessions = SESSIONS
+messages = MESSAGES
+routes = GATEWAY_ROUTES
 
 # Ended by older gateway code that closed sessions it should have kept; still resumable.
 RECOVERABLE_END_REASONS = ("agent_close", "ws_orphan_reap")
@@ -76,7 +76,7 @@ def save_route(conn: Executor, scope: str, session_key: str, entry_json: str, *,
     write lock) falls back to the update, so the last writer wins either way."""
     where = (routes.c.scope == scope, routes.c.session_key == session_key)
     change = update(routes).where(*where).values(entry_json=entry_json, updated_at=now)
-    if conn.execute(change).rowcount:
+    if rowcount(conn.execute(change)):
         return
     try:
         with conn.begin_nested():
@@ -103,9 +103,9 @@ def delete_routes(conn: Executor, scope: str, session_keys: Sequence[str]) -> in
     keys = list(dict.fromkeys(session_keys))
     deleted = 0
     for start in range(0, len(keys), _MAX_PARAMS):
-        deleted += conn.execute(delete(routes).where(
+        deleted += rowcount(conn.execute(delete(routes).where(
             routes.c.scope == scope,
-            routes.c.session_key.in_(keys[start:start + _MAX_PARAMS]))).rowcount or 0
+            routes.c.session_key.in_(keys[start:start + _MAX_PARAMS]))))
     return deleted
 
 

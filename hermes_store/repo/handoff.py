@@ -12,10 +12,10 @@ from typing import Any
 
 from sqlalchemy import literal_column, or_, select, update
 
-from hermes_store.db.models import ChatSession
-from hermes_store.repo.sessions import Executor, full_row
+from hermes_store.db.models import SESSIONS
+from hermes_store.repo.sessions import Executor, full_row, rowcount
 
-sessions = ChatSession.__table__
+sessions = SESSIONS
 
 PENDING, RUNNING, COMPLETED, FAILED = "pending", "running", "completed", "failed"
 REQUESTABLE = (COMPLETED, FAILED)
@@ -28,7 +28,7 @@ def request(conn: Executor, session_id: str, platform: str | None) -> bool:
         update(sessions)
         .where(sessions.c.id == session_id, or_(state.is_(None), state.in_(REQUESTABLE)))
         .values(handoff_state=PENDING, handoff_platform=platform, handoff_error=None))
-    return bool(result.rowcount)
+    return bool(rowcount(result))
 
 
 def claim(conn: Executor, session_id: str) -> bool:
@@ -36,7 +36,7 @@ def claim(conn: Executor, session_id: str) -> bool:
                           .where(sessions.c.id == session_id,
                                  sessions.c.handoff_state == PENDING)
                           .values(handoff_state=RUNNING))
-    return bool(result.rowcount)
+    return bool(rowcount(result))
 
 
 def complete(conn: Executor, session_id: str) -> None:

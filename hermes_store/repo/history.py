@@ -19,13 +19,13 @@ from typing import Any
 from sqlalchemy import and_, delete, exists, func, select, update
 
 from hermes_store.content import decode_content, text_of
-from hermes_store.db.models import ChatSession, Message
+from hermes_store.db.models import MESSAGES, SESSIONS
 from hermes_store.repo import messages as message_repo
 from hermes_store.repo.messages import PreparedMessage
-from hermes_store.repo.sessions import Executor
+from hermes_store.repo.sessions import Executor, rowcount
 
-sessions = ChatSession.__table__
-messages = Message.__table__
+sessions = SESSIONS
+messages = MESSAGES
 
 MULTIMODAL_PREVIEW = "[multimodal content]"
 PREVIEW_CHARS = 80
@@ -161,9 +161,9 @@ def rewind(conn: Executor, session_id: str, target_id: int) -> dict[str, Any]:
                                        messages.c.id == target_id)).mappings().first()
     if target is None or target["role"] != "user":
         raise ValueError(f"message {target_id} is not a user message of session {session_id}")
-    flipped = conn.execute(update(messages).where(
+    flipped = rowcount(conn.execute(update(messages).where(
         messages.c.session_id == session_id, messages.c.id >= target_id, _live())
-        .values(active=0)).rowcount or 0
+        .values(active=0)))
     conn.execute(update(sessions).where(sessions.c.id == session_id).values(
         rewind_count=func.coalesce(sessions.c.rewind_count, 0) + 1))
     head = conn.execute(select(func.max(messages.c.id)).where(
@@ -179,7 +179,7 @@ def restore_rewound(conn: Executor, session_id: str, since_id: int) -> int:
     result = conn.execute(update(messages).where(
         messages.c.session_id == session_id, messages.c.id >= since_id, _rewound())
         .values(active=1))
-    return int(result.rowcount or 0)
+    return rowcount(result)
 
 
 # --------------------------------------------------------------------------- rewrite

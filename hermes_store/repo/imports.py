@@ -23,15 +23,14 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
 
-from hermes_store.db.models import ChatSession
-from hermes_store.repo import lineage
+from hermes_store.db.models import SESSIONS
+from hermes_store.repo import lineage, prompts
 from hermes_store.repo import messages as message_repo
-from hermes_store.repo import prompts
 from hermes_store.repo.messages import PreparedMessage
 from hermes_store.repo.sessions import dump_json
 from hermes_store.repo.titles import sanitize_title
 
-sessions = ChatSession.__table__
+sessions = SESSIONS
 
 MAX_SESSIONS = 500
 MAX_MESSAGES_PER_SESSION = 10_000

@@ -13,12 +13,12 @@ from typing import Any
 from sqlalchemy import Select, select
 
 from hermes_store.db.dialect import starts_with
-from hermes_store.db.models import ChatSession, Message
+from hermes_store.db.models import MESSAGES, SESSIONS
 from hermes_store.repo import compression, session_list
 from hermes_store.repo.sessions import Executor
 
-sessions = ChatSession.__table__
-messages = Message.__table__
+sessions = SESSIONS
+messages = MESSAGES
 
 RESUME_MAX_NODES = 32
 CRON_SOURCE = "cron"

@@ -47,12 +47,12 @@ from hermes_store.content import (
 )
 from hermes_store.db import dialect, distribution
 from hermes_store.db.catalog import is_derived_name
-from hermes_store.db.models import ChatSession, Message
+from hermes_store.db.models import MESSAGES, SESSIONS
 from hermes_store.repo import bigrams, lineage
-from hermes_store.repo.sessions import Executor, connection_of
+from hermes_store.repo.sessions import Executor, connection_of, rowcount
 
-sessions = ChatSession.__table__
-messages = Message.__table__
+sessions = SESSIONS
+messages = MESSAGES
 
 # The v11 keys of a message dict, in the v11 order; every other live column follows them.
 MESSAGE_KEYS = ("id", "session_id", "role", "content", "tool_call_id", "tool_calls", "tool_name",
@@ -442,10 +442,10 @@ def conversation(conn: Executor, session_id: str, *, include_ancestors: bool = F
 
 def clear(conn: Executor, session_id: str) -> int:
     """Delete the session's messages (triggers drop their index rows) and zero its counters."""
-    deleted = conn.execute(delete(messages).where(messages.c.session_id == session_id)).rowcount
+    deleted = rowcount(conn.execute(delete(messages).where(messages.c.session_id == session_id)))
     conn.execute(update(sessions).where(sessions.c.id == session_id)
                  .values(message_count=0, tool_call_count=0))
-    return int(deleted or 0)
+    return deleted
 
 
 def count(conn: Executor, session_id: str | None = None) -> int:

@@ -15,15 +15,15 @@ from typing import Any
 from sqlalchemy import Connection, delete, func, insert, literal_column, select, update
 
 from hermes_store.db import topics as tables
-from hermes_store.db.models import ChatSession
+from hermes_store.db.models import SESSIONS, TOPIC_BINDINGS, TOPIC_MODES
 from hermes_store.repo import lineage, listing
 from hermes_store.repo.sessions import full_row, get_meta, set_meta
 
 log = logging.getLogger(__name__)
 
-modes = tables.MODE
-bindings = tables.BINDINGS
-sessions = ChatSession.__table__
+modes = TOPIC_MODES
+bindings = TOPIC_BINDINGS
+sessions = SESSIONS
 
 SCHEMA_KEY = "telegram_dm_topic_schema_version"
 SCHEMA_VERSION = 2

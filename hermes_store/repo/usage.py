@@ -19,12 +19,12 @@ from typing import Any
 from sqlalchemy import and_, bindparam, exists, func, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 
-from hermes_store.db.models import ChatSession, SessionModelUsage
+from hermes_store.db.models import MODEL_USAGE, SESSIONS
 from hermes_store.repo import sessions as sessions_repo
-from hermes_store.repo.sessions import Executor
+from hermes_store.repo.sessions import Executor, rowcount
 
-sessions = ChatSession.__table__
-usage = SessionModelUsage.__table__
+sessions = SESSIONS
+usage = MODEL_USAGE
 
 TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
                  "reasoning_tokens")
@@ -124,7 +124,7 @@ def _roll_up(conn: Executor, call: UsageCall) -> None:
     labels = {"cost_status": call.cost_status, "cost_source": call.cost_source}
     bump = {"now": call.now, **labels, **{f"k_{k}": v for k, v in key.items()},
             **{f"d_{n}": v for n, v in amounts.items()}}
-    if conn.execute(_BUMP, bump).rowcount:
+    if rowcount(conn.execute(_BUMP, bump)):
         return
     try:
         # SQLite's write lock serialises writers; where two transactions can both miss the
@@ -156,7 +156,7 @@ def seed_from_sessions(conn: Executor) -> int:
                "estimated_cost_usd", "actual_cost_usd", "cost_status", "cost_source",
                "first_seen", "last_seen"]
     result = conn.execute(insert(usage).from_select(columns, source))
-    return int(result.rowcount or 0)
+    return rowcount(result)
 
 
 def usage_rows(conn: Executor, session_id: str) -> list[dict[str, Any]]:

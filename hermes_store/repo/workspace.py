@@ -10,10 +10,10 @@ from typing import Any
 
 from sqlalchemy import func, or_, select, update
 
-from hermes_store.db.models import ChatSession
-from hermes_store.repo.sessions import Executor
+from hermes_store.db.models import SESSIONS
+from hermes_store.repo.sessions import Executor, rowcount
 
-sessions = ChatSession.__table__
+sessions = SESSIONS
 
 
 def update_cwd(conn: Executor, session_id: str, cwd: str, git: Mapping[str, str]) -> None:
@@ -39,11 +39,11 @@ def backfill_repo_roots(conn: Executor, cwd_to_root: Mapping[str, str]) -> int:
     """Fill ``git_repo_root`` where it is NULL or blank, for sessions in exactly that ``cwd``."""
     changed = 0
     for cwd, root in cwd_to_root.items():
-        changed += conn.execute(
+        changed += rowcount(conn.execute(
             update(sessions)
             .where(sessions.c.cwd == cwd,
                    or_(sessions.c.git_repo_root.is_(None), sessions.c.git_repo_root == ""))
-            .values(git_repo_root=root)).rowcount or 0
+            .values(git_repo_root=root)))
     return changed
 
 
