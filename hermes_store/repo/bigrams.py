@@ -23,16 +23,15 @@ import re
 import sys
 import unicodedata
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import accumulate
-
 from typing import TYPE_CHECKING, Any
 
 from hermes_store.content import CJK_CLASS, text_of
 from hermes_store.db import catalog, names
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection, Table
+    from sqlalchemy import Connection, Table, TableClause
 
 # The query parser (search.language) reads this module's CJK classes on every search, SQLite
 # reading commands included, which load no SQLAlchemy: db.dialect and the models load on first
@@ -118,7 +117,8 @@ def _all_run_pieces(runs: list[str]) -> list[str]:
     out[0::3] = chars
     out[1::3] = successors
     flat = out.tobytes().decode(_UNIT_CODEC)
-    return [flat[3 * start : 3 * end - 1] for start, end in zip([0, *ends], ends)]
+    # One start more than ends: the last (past the final end) pairs with nothing.
+    return [flat[3 * start : 3 * end - 1] for start, end in zip([0, *ends], ends, strict=False)]
 
 
 def cjk_bigram_text(text: str | None) -> str:
@@ -407,18 +407,18 @@ def tsquery_phrase(text: str, *, prefix: bool = False, weight: str = "") -> str 
     return parts[0] if len(parts) == 1 else "(" + " <-> ".join(parts) + ")"
 
 
-def row_vector(row: dict[str, object]) -> str | None:
+def row_vector(row: Mapping[str, Any]) -> str | None:
     """``hs_search_cjk`` of a row about to be inserted: tool output by its prefix, as the word
     index reads it (docs/search.md#search-scope)."""
-    text = text_of(row.get("content"))  # type: ignore[arg-type]
+    text = text_of(row.get("content"))
     if row.get("role") == "tool" and text:
         text = text[:TOOL_PREFIX_CHARS]
-    return cjk_vector(text, row.get("tool_name"), row.get("tool_calls"))  # type: ignore[arg-type]
+    return cjk_vector(text, row.get("tool_name"), row.get("tool_calls"))
 
 
 # The model knows nothing of the search columns (autogenerate leaves them alone), so inserts
 # that carry the tokens name the column on a lightweight table of their own.
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> TableClause:
     if name != "PG_MESSAGES":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from sqlalchemy import column, table
@@ -438,7 +438,7 @@ def writes_vector(conn: Connection, into: Table | None = None) -> bool:
     return into is None or into.name == "messages"
 
 
-def with_vector(row: dict[str, object]) -> dict[str, object]:
+def with_vector(row: Mapping[str, Any]) -> dict[str, Any]:
     return {**row, PG_COLUMN: row_vector(row)}
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    Select,
     delete,
     exists,
     func,
@@ -155,9 +156,10 @@ def _has_content() -> ColumnElement[bool]:
 
 
 def _newest_row(conn: Executor, *where: ColumnElement[bool]) -> dict[str, Any] | None:
-    query = (select(literal_column("*")).select_from(sessions)
-             .where(*where, _recoverable(), _has_content())
-             .order_by(sessions.c.started_at.desc(), sessions.c.id.desc()).limit(1))
+    query: Select[*tuple[Any, ...]] = (
+        select(literal_column("*")).select_from(sessions)
+        .where(*where, _recoverable(), _has_content())
+        .order_by(sessions.c.started_at.desc(), sessions.c.id.desc()).limit(1))
     rows = _rows(conn, query)
     return rows[0] if rows else None
 

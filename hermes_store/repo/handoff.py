@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import literal_column, or_, select, update
+from sqlalchemy import Select, literal_column, or_, select, update
 
 from hermes_store.db.models import SESSIONS
 from hermes_store.repo.sessions import Executor, full_row, rowcount
@@ -60,7 +60,8 @@ def state(conn: Executor, session_id: str) -> dict[str, Any] | None:
 
 def pending(conn: Executor) -> list[dict[str, Any]]:
     """Session rows waiting for a handoff, oldest first (``idx_sessions_handoff_state``)."""
-    query = (select(literal_column("*")).select_from(sessions)
-             .where(sessions.c.handoff_state == PENDING)
-             .order_by(sessions.c.started_at, sessions.c.id))
+    query: Select[*tuple[Any, ...]] = (
+        select(literal_column("*")).select_from(sessions)
+        .where(sessions.c.handoff_state == PENDING)
+        .order_by(sessions.c.started_at, sessions.c.id))
     return [full_row(r) for r in conn.execute(query).mappings()]

@@ -23,11 +23,11 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
 
+from hermes_store.content import dump_json
 from hermes_store.db.models import SESSIONS
 from hermes_store.repo import lineage, prompts
 from hermes_store.repo import messages as message_repo
 from hermes_store.repo.messages import PreparedMessage
-from hermes_store.repo.sessions import dump_json
 from hermes_store.repo.titles import sanitize_title
 
 sessions = SESSIONS
@@ -293,7 +293,7 @@ def _checked_time(j: int, raw: dict[str, Any]) -> float | None:
 
 def _prepare(session_id: str, j: int, raw: dict[str, Any], stamp: float) -> PreparedMessage:
     role = raw["role"]
-    extra = {k: (_json_text(raw.get(k)) if k in _JSON_TEXT else raw.get(k))
+    extra: dict[str, Any] = {k: (_json_text(raw.get(k)) if k in _JSON_TEXT else raw.get(k))
              for k in _ASSISTANT_ONLY} if role == "assistant" else {}
     try:
         prepared = message_repo.prepare_message(
@@ -349,7 +349,8 @@ def _attach(conn: Connection, fresh: list[Entry], existing: set[str]) -> int:
     from any of them ends). Returns how many children stayed roots."""
     fresh_ids = {e.session_id for e in fresh}
     wanted = [e for e in fresh if e.parent_id is not None]
-    outside = sorted({e.parent_id for e in wanted} - fresh_ids - existing)  # type: ignore[misc]
+    parents = {e.parent_id for e in fresh if e.parent_id is not None}
+    outside = sorted(parents - fresh_ids - existing)
     known = fresh_ids | existing | _present(conn, outside)
     parent_of = {e.session_id: e.parent_id for e in wanted if e.parent_id in known}
     detached = len(wanted) - len(parent_of)

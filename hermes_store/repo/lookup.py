@@ -82,7 +82,8 @@ def search_by_id(conn: Executor, needle: str, *, limit: int, include_archived: b
 # --------------------------------------------------------------------------- cron runs
 
 
-def cron_runs_query(job_id: str, *, limit: int, offset: int, now: float) -> Select:
+def cron_runs_query(job_id: str, *, limit: int, offset: int,
+                    now: float) -> Select[*tuple[Any, ...]]:
     """Sessions of one cron job (ids ``cron_<job_id>_…``, case-sensitive), newest first.
 
     The id prefix is a range on ``idx_sessions_source_id`` (never a scan of all cron rows);

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    RowMapping,
     Select,
     Table,
+    TableClause,
     bindparam,
     column,
     delete,
@@ -165,7 +167,7 @@ def _insert_sqlite(columns: tuple[str, ...]) -> str:
 
 # PostgreSQL the same way (psycopg's named placeholders): SQLAlchemy's execution was a third of
 # the client's time per append (benchmarks/bench_writers.py, library beside the raw floor).
-_PG = pg_dialect(paramstyle="pyformat")
+_PG = pg_dialect(paramstyle="pyformat")  # type: ignore[no-untyped-call]  # unannotated in SQLAlchemy
 _BUMP_PG_COMPILED = _BUMP_COUNTERS.compile(dialect=_PG)
 _BUMP_PG = _BUMP_PG_COMPILED.string
 _BUMP_PG_PARAMS = dict(_BUMP_PG_COMPILED.params)
@@ -228,15 +230,15 @@ def append_many(conn: Executor, batch: Sequence[PreparedMessage], *, into: Table
     if not batch:
         return []
     rows = [dict(m.row) for m in batch]
-    given = [r.get("id") for r in rows]
+    given = [i for r in rows if isinstance(i := r.get("id"), int) and not isinstance(i, bool)]
     db = connection_of(conn)
-    if keep_ids and all(isinstance(i, int) and not isinstance(i, bool) for i in given) \
-            and len(set(given)) == len(given) and _free_ids(db, into, given):
+    if keep_ids and len(given) == len(rows) and len(set(given)) == len(given) \
+            and _free_ids(db, into, given):
         dialect.ids_taken(db, into, max(given))
     else:
-        for r, new_id in zip(rows, dialect.next_ids(db, into, len(rows))):
+        for r, new_id in zip(rows, dialect.next_ids(db, into, len(rows)), strict=True):
             r["id"] = new_id
-    target: Any = into
+    target: TableClause = into
     if bigrams.writes_vector(db, into):
         target = bigrams.PG_MESSAGES if into is messages else into
         rows = [bigrams.with_vector(r) for r in rows]
@@ -253,7 +255,7 @@ def append_many(conn: Executor, batch: Sequence[PreparedMessage], *, into: Table
         for i in range(0, len(group), _BATCH):
             db.execute(insert(target), group[i:i + _BATCH])
     bumps: dict[str, list[int]] = {}
-    for r, m in zip(rows, batch):
+    for r, m in zip(rows, batch, strict=True):
         bump = bumps.setdefault(r["session_id"], [0, 0])
         bump[0] += 1
         bump[1] += m.tool_call_delta
@@ -278,7 +280,7 @@ def roots_of(conn: Executor, session_ids: Iterable[str]) -> dict[str, str]:
     return found
 
 
-def _free_ids(conn: Executor, into: Table, ids: Sequence[Any]) -> bool:
+def _free_ids(conn: Executor, into: Table, ids: Sequence[int]) -> bool:
     for i in range(0, len(ids), _BATCH):
         if conn.execute(select(func.count()).where(into.c.id.in_(ids[i:i + _BATCH]))).scalar():
             return False
@@ -294,12 +296,12 @@ def visible(include_inactive: bool) -> Any:
     return None if include_inactive else func.coalesce(messages.c.active, 1) == 1
 
 
-def all_columns() -> Select:
+def all_columns() -> Select[*tuple[Any, ...]]:
     # Every column of the live table: adopted stores may carry more than the models declare.
     return select(literal_column("*")).select_from(messages)
 
 
-def message_dict(row: Mapping[str, Any]) -> dict[str, Any]:
+def message_dict(row: Mapping[str, Any] | RowMapping) -> dict[str, Any]:
     """A message dict: every column (the v11 keys first), ``content`` and ``tool_calls``
     decoded."""
     item = {key: row[key] for key in MESSAGE_KEYS if key in row}

@@ -17,6 +17,7 @@ from sqlalchemy import (
     Connection,
     CursorResult,
     Result,
+    RowMapping,
     and_,
     case,
     exc,
@@ -175,7 +176,7 @@ def get_session(conn: Executor, session_id: str) -> dict[str, Any] | None:
     return full_row(prompts.resolve_one(connection_of(conn), row)) if row is not None else None
 
 
-def full_row(row: Mapping[str, Any]) -> dict[str, Any]:
+def full_row(row: Mapping[str, Any] | RowMapping) -> dict[str, Any]:
     item = dict(row)
     for key in HANDOFF_KEYS:
         item.setdefault(key, None)
