@@ -8,7 +8,7 @@ changes the row. Functions take a caller-owned ``Connection`` and never commit.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy import Select, literal_column, or_, select, update
 
@@ -49,7 +49,13 @@ def fail(conn: Executor, session_id: str, error: str) -> None:
                  .values(handoff_state=FAILED, handoff_error=error[:MAX_ERROR_CHARS]))
 
 
-def state(conn: Executor, session_id: str) -> dict[str, Any] | None:
+class HandoffState(TypedDict):
+    state: str | None
+    platform: str | None
+    error: str | None
+
+
+def state(conn: Executor, session_id: str) -> HandoffState | None:
     row = conn.execute(select(sessions.c.handoff_state, sessions.c.handoff_platform,
                               sessions.c.handoff_error)
                        .where(sessions.c.id == session_id)).first()

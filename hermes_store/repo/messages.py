@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from sqlalchemy import (
     RowMapping,
@@ -65,7 +65,6 @@ REVIEW_HARNESS_PROMPTS = (
     "Review the conversation above and update the skill library",
     "Review the conversation above and consider saving to memory",
 )
-_JSON_EXTRAS = ("reasoning_details", "codex_reasoning_items", "codex_message_items")
 _MAX_PARAMS = 900
 _BATCH = 500
 
@@ -75,6 +74,54 @@ _MEMORY_NOTE_RE = re.compile(
     r"\[System note:\s*The following is recalled memory context,\s*NOT new user input\.[^\]]*\]",
     re.IGNORECASE)
 _MEMORY_TAG_RE = re.compile(r"<\s*/?\s*memory-context\b[^>]*>", re.IGNORECASE)
+
+
+class MessageRow(TypedDict):
+    """A message dict (:func:`get_messages`): the columns the models declare, ``content`` and
+    ``tool_calls`` decoded (JSON: a string, a list of parts, …). A store adopted from a newer
+    agent may carry more columns; they follow these, untyped."""
+
+    id: int
+    session_id: str
+    role: str
+    content: Any
+    tool_call_id: str | None
+    tool_calls: Any
+    tool_name: str | None
+    timestamp: float
+    token_count: int | None
+    finish_reason: str | None
+    reasoning: str | None
+    reasoning_content: str | None
+    reasoning_details: str | None
+    codex_reasoning_items: str | None
+    codex_message_items: str | None
+    active: int | None  # NULL where the column lost its default: live
+    compacted: int | None
+    effect_disposition: str | None
+    platform_message_id: str | None
+    observed: int | None
+
+
+class ChatTurn(TypedDict):
+    """One OpenAI-style chat turn (:func:`conversation`); the optional keys appear only when
+    they hold something."""
+
+    role: str
+    content: Any
+    timestamp: NotRequired[float]
+    tool_call_id: NotRequired[str]
+    tool_name: NotRequired[str]
+    effect_disposition: NotRequired[str]
+    tool_calls: NotRequired[Any]
+    message_id: NotRequired[str]
+    observed: NotRequired[bool]
+    finish_reason: NotRequired[str]
+    reasoning: NotRequired[str]
+    reasoning_content: NotRequired[str]
+    reasoning_details: NotRequired[Any]
+    codex_reasoning_items: NotRequired[Any]
+    codex_message_items: NotRequired[Any]
 
 
 # --------------------------------------------------------------------------- append
@@ -167,7 +214,7 @@ def _insert_sqlite(columns: tuple[str, ...]) -> str:
 
 # PostgreSQL the same way (psycopg's named placeholders): SQLAlchemy's execution was a third of
 # the client's time per append (benchmarks/bench_writers.py, library beside the raw floor).
-_PG = pg_dialect(paramstyle="pyformat")  # type: ignore[no-untyped-call]  # unannotated in SQLAlchemy
+_PG = pg_dialect(paramstyle="pyformat")  # type: ignore[no-untyped-call]  # unannotated upstream
 _BUMP_PG_COMPILED = _BUMP_COUNTERS.compile(dialect=_PG)
 _BUMP_PG = _BUMP_PG_COMPILED.string
 _BUMP_PG_PARAMS = dict(_BUMP_PG_COMPILED.params)
@@ -301,18 +348,19 @@ def all_columns() -> Select[*tuple[Any, ...]]:
     return select(literal_column("*")).select_from(messages)
 
 
-def message_dict(row: Mapping[str, Any] | RowMapping) -> dict[str, Any]:
+def message_dict(row: Mapping[str, Any] | RowMapping) -> MessageRow:
     """A message dict: every column (the v11 keys first), ``content`` and ``tool_calls``
     decoded."""
     item = {key: row[key] for key in MESSAGE_KEYS if key in row}
     item.update((k, v) for k, v in row.items() if not is_derived_name(k))
     item["content"] = decode_content(item["content"])
     item["tool_calls"] = decode_tool_calls(item["tool_calls"])
-    return item
+    # Rows come from all_columns() (SELECT * of messages), so every model column is a key.
+    return cast(MessageRow, item)
 
 
 def get_messages(conn: Executor, session_id: str, *, include_inactive: bool = True,
-                 limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+                 limit: int | None = None, offset: int = 0) -> list[MessageRow]:
     """Rows in insertion order (paged after the ``active`` filter), decoded."""
     query = all_columns().where(messages.c.session_id == session_id)
     if (clause := visible(include_inactive)) is not None:
@@ -340,7 +388,7 @@ def _raw_rows(conn: Executor, session_ids: list[str], *,
 
 
 def messages_of(conn: Executor, session_ids: Iterable[str], *,
-                include_inactive: bool = False) -> dict[str, list[dict[str, Any]]]:
+                include_inactive: bool = False) -> dict[str, list[MessageRow]]:
     """``get_messages`` for many sessions, in batches of bound parameters (for exports, which
     carry the live context: active rows only unless asked)."""
     grouped = _raw_rows(conn, list(dict.fromkeys(session_ids)),
@@ -356,19 +404,22 @@ def strip_memory_context(text: str) -> str:
     return text.strip()
 
 
-def _as_turn(row: dict[str, Any]) -> dict[str, Any]:
+def _as_turn(row: dict[str, Any]) -> ChatTurn:
     """One chat turn (docs/v21.md#behaviour-changes): role, content, timestamp, then the
     provenance keys that hold something, then the assistant's own keys."""
     role = row["role"]
     content = decode_content(row["content"])
     if role in ("user", "assistant") and isinstance(content, str):
         content = strip_memory_context(content)
-    turn: dict[str, Any] = {"role": role, "content": content}
+    turn: ChatTurn = {"role": role, "content": content}
     if row.get("timestamp"):
         turn["timestamp"] = float(row["timestamp"])
-    for key in ("tool_call_id", "tool_name", "effect_disposition"):
-        if row.get(key):
-            turn[key] = row[key]
+    if row.get("tool_call_id"):
+        turn["tool_call_id"] = row["tool_call_id"]
+    if row.get("tool_name"):
+        turn["tool_name"] = row["tool_name"]
+    if row.get("effect_disposition"):
+        turn["effect_disposition"] = row["effect_disposition"]
     calls = decode_tool_calls(row["tool_calls"]) if row["tool_calls"] is not None else None
     if calls:
         turn["tool_calls"] = calls
@@ -383,22 +434,26 @@ def _as_turn(row: dict[str, Any]) -> dict[str, Any]:
             turn["reasoning"] = row["reasoning"]
         if row["reasoning_content"] is not None:
             turn["reasoning_content"] = row["reasoning_content"]
-        for key in _JSON_EXTRAS:
-            if row[key] is not None:
-                turn[key] = decode_json(row[key], broken=None)
+        # The JSON extras, each spelled out as the key ChatTurn declares.
+        if row["reasoning_details"] is not None:
+            turn["reasoning_details"] = decode_json(row["reasoning_details"], broken=None)
+        if row["codex_reasoning_items"] is not None:
+            turn["codex_reasoning_items"] = decode_json(row["codex_reasoning_items"], broken=None)
+        if row["codex_message_items"] is not None:
+            turn["codex_message_items"] = decode_json(row["codex_message_items"], broken=None)
     return turn
 
 
-def _is_review_harness(turn: dict[str, Any]) -> bool:
+def _is_review_harness(turn: ChatTurn) -> bool:
     content = turn["content"]
     return (turn["role"] in ("user", "system") and isinstance(content, str)
             and content.lstrip().startswith(REVIEW_HARNESS_PROMPTS))
 
 
-def drop_review_harness(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def drop_review_harness(turns: list[ChatTurn]) -> list[ChatTurn]:
     """The agent's background review runs as a prompt appended to the conversation; the prompt
     and the assistant's answer to it are bookkeeping, never part of the chat to replay."""
-    kept: list[dict[str, Any]] = []
+    kept: list[ChatTurn] = []
     skip_answer = False
     for turn in turns:
         if skip_answer and turn["role"] == "assistant":
@@ -414,7 +469,7 @@ def drop_review_harness(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def conversation(conn: Executor, session_id: str, *, include_ancestors: bool = False,
                  include_inactive: bool = False,
-                 max_depth: int = lineage.DEFAULT_MAX_DEPTH) -> list[dict[str, Any]]:
+                 max_depth: int = lineage.DEFAULT_MAX_DEPTH) -> list[ChatTurn]:
     """The session as OpenAI-style chat turns, optionally replayed from its root ancestor."""
     if include_ancestors:
         chain = lineage.ancestors_of(conn, session_id, max_depth=max_depth)
@@ -422,7 +477,7 @@ def conversation(conn: Executor, session_id: str, *, include_ancestors: bool = F
     else:
         order = [session_id]
     by_session = _raw_rows(conn, order, include_inactive=include_inactive)
-    turns: list[dict[str, Any]] = []
+    turns: list[ChatTurn] = []
     last_user: Any = None
     answered = True
     for sid in order:

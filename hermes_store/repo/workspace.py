@@ -6,7 +6,7 @@ Functions take a caller-owned ``Connection`` and never commit.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy import func, or_, select, update
 
@@ -21,7 +21,15 @@ def update_cwd(conn: Executor, session_id: str, cwd: str, git: Mapping[str, str]
     conn.execute(update(sessions).where(sessions.c.id == session_id).values(cwd=cwd, **git))
 
 
-def distinct_cwds(conn: Executor, *, include_archived: bool) -> list[dict[str, Any]]:
+class WorkingDirectory(TypedDict):
+    """One row of :func:`distinct_cwds`."""
+
+    cwd: str
+    sessions: int
+    last_active: float | None
+
+
+def distinct_cwds(conn: Executor, *, include_archived: bool) -> list[WorkingDirectory]:
     """Each distinct non-blank ``cwd`` (exact text) over every session, children included:
     how many sessions ran there and when the latest of them ended (else started)."""
     query = (select(sessions.c.cwd, func.count().label("sessions"),
