@@ -51,7 +51,7 @@ def _platform_is(platform: str) -> ColumnElement[bool]:
     return func.lower(sessions.c.source) == ascii_lower(platform)
 
 
-def _rows(conn: Executor, query: Any) -> list[dict[str, Any]]:
+def _rows(conn: Executor, query: Select[*tuple[Any, ...]]) -> list[dict[str, Any]]:
     return [full_row(r) for r in conn.execute(query).mappings()]
 
 

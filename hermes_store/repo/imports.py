@@ -19,7 +19,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from sqlalchemy import Connection, insert, select, update
 
@@ -80,10 +80,30 @@ class Entry:
     messages: list[PreparedMessage]
 
 
+class EntryError(TypedDict):
+    """Why one payload entry was refused (``index`` into the payload; its id once known)."""
+
+    index: int
+    session_id: NotRequired[str]
+    error: str
+
+
+class ImportReport(TypedDict):
+    """``import_sessions``' answer; the id lists only when the import ran."""
+
+    ok: bool
+    imported: int
+    skipped: int
+    detached: int
+    imported_ids: NotRequired[list[str]]
+    skipped_ids: NotRequired[list[str]]
+    errors: list[EntryError]
+
+
 @dataclass
 class Plan:
     entries: list[Entry] = field(default_factory=list)
-    errors: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[EntryError] = field(default_factory=list)
 
 
 class _Invalid(Exception):
@@ -97,7 +117,7 @@ class _Totals:
     seen: set[str] = field(default_factory=set)
 
 
-def failure(errors: list[dict[str, Any]]) -> dict[str, Any]:
+def failure(errors: list[EntryError]) -> ImportReport:
     return {"ok": False, "imported": 0, "skipped": 0, "detached": 0, "errors": errors}
 
 
@@ -108,15 +128,17 @@ def validate(payload: list[Any], limits: Limits, now: float) -> Plan:
     """Check every entry before anything is written; each bad entry reports its first error."""
     plan, totals = Plan(), _Totals()
     for index, raw in enumerate(payload):
-        holder: dict[str, Any] = {}
+        holder: dict[str, str] = {}
         try:
             plan.entries.append(_entry(index, raw, holder, totals, limits, now))
         except _Invalid as err:
-            plan.errors.append({"index": index, **holder, "error": str(err)})
+            sid = holder.get("session_id")
+            plan.errors.append({"index": index, "error": str(err)} if sid is None
+                               else {"index": index, "session_id": sid, "error": str(err)})
     return plan
 
 
-def _entry(index: int, raw: object, holder: dict[str, Any], totals: _Totals, limits: Limits,
+def _entry(index: int, raw: object, holder: dict[str, str], totals: _Totals, limits: Limits,
            now: float) -> Entry:
     if not isinstance(raw, dict):
         raise _Invalid("session must be an object")
@@ -325,7 +347,7 @@ def _present(conn: Connection, ids: list[str]) -> set[str]:
     return found
 
 
-def _title_clashes(conn: Connection, fresh: list[Entry]) -> list[dict[str, Any]]:
+def _title_clashes(conn: Connection, fresh: list[Entry]) -> list[EntryError]:
     """Titles are unique in the store: a fresh session may not take one held by another."""
     titled = [e for e in fresh if e.row["title"] is not None]
     wanted = list({e.row["title"] for e in titled})
@@ -334,7 +356,7 @@ def _title_clashes(conn: Connection, fresh: list[Entry]) -> list[dict[str, Any]]
         chunk = wanted[start:start + _MAX_PARAMS]
         held.update(conn.execute(select(sessions.c.title)
                                  .where(sessions.c.title.in_(chunk))).scalars())
-    clashes = []
+    clashes: list[EntryError] = []
     for entry in titled:
         if entry.row["title"] in held:
             clashes.append({"index": entry.index, "session_id": entry.session_id,
@@ -385,7 +407,7 @@ def _cycle_starts(order: list[str], parent_of: dict[str, str]) -> list[str]:
     return starts
 
 
-def run(conn: Connection, plan: Plan) -> dict[str, Any]:
+def run(conn: Connection, plan: Plan) -> ImportReport:
     """Write a validated plan in the caller's transaction; returns the import's report."""
     existing = _present(conn, [e.session_id for e in plan.entries])
     fresh = [e for e in plan.entries if e.session_id not in existing]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict, cast
 
 from sqlalchemy import (
+    ColumnElement,
     RowMapping,
     Select,
     Table,
@@ -337,7 +338,7 @@ def _free_ids(conn: Executor, into: Table, ids: Sequence[int]) -> bool:
 # --------------------------------------------------------------------------- read
 
 
-def visible(include_inactive: bool) -> Any:
+def visible(include_inactive: bool) -> ColumnElement[bool] | None:
     """Rows a reader sees: the live context (``active = 1``) unless inactive ones are asked
     for. NULL ``active`` (a file whose column lost its default) counts as live."""
     return None if include_inactive else func.coalesce(messages.c.active, 1) == 1

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from sqlalchemy import and_, bindparam, exists, func, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
@@ -159,8 +159,31 @@ def seed_from_sessions(conn: Executor) -> int:
     return rowcount(result)
 
 
-def usage_rows(conn: Executor, session_id: str) -> list[dict[str, Any]]:
+class UsageRow(TypedDict):
+    """One ``session_model_usage`` row: a (session, model, route) key and its totals."""
+
+    session_id: str
+    model: str
+    billing_provider: str
+    billing_base_url: str
+    billing_mode: str
+    api_call_count: int
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    reasoning_tokens: int
+    estimated_cost_usd: float
+    actual_cost_usd: float
+    cost_status: str | None
+    cost_source: str | None
+    first_seen: float | None
+    last_seen: float | None
+
+
+def usage_rows(conn: Executor, session_id: str) -> list[UsageRow]:
     """The session's per-model rows, by first use."""
-    return [dict(r) for r in conn.execute(
+    # select(usage) names exactly the model's columns, UsageRow's keys.
+    return [cast(UsageRow, dict(r)) for r in conn.execute(
         select(usage).where(usage.c.session_id == session_id)
         .order_by(usage.c.first_seen, usage.c.model)).mappings()]
