@@ -32,6 +32,7 @@ from hermes_store.db import catalog, names
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Table, TableClause
+    from sqlalchemy.orm import Session
 
 # The query parser (search.language) reads this module's CJK classes on every search, SQLite
 # reading commands included, which load no SQLAlchemy: db.dialect and the models load on first
@@ -39,13 +40,13 @@ if TYPE_CHECKING:
 PG = "postgresql"
 
 
-def dialect_name(conn: Any) -> str:
+def dialect_name(conn: Connection | Session) -> str:
     from hermes_store.db.dialect import dialect_name as name
 
     return name(conn)
 
 
-def has_fts5(conn: Any) -> bool:
+def has_fts5(conn: Connection | Session) -> bool:
     from hermes_store.db.dialect import has_fts5 as fts5
 
     return fts5(conn)
