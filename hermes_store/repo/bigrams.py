@@ -23,7 +23,7 @@ import re
 import sys
 import unicodedata
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
@@ -195,14 +195,16 @@ def has_index(conn: Connection) -> bool:
     return found
 
 
-def _write(conn: Connection, rows: Iterable[Sequence[object]]) -> None:
+def _write(conn: Connection,
+           rows: Iterable[tuple[int, str | None, str | None, str | None]]) -> None:
+    """Derive and insert the side rows of ``(id, content, tool_name, tool_calls)`` rows."""
     values = []
     any_glued = False
     for row_id, text, tool_name, tool_calls in rows:
-        side = side_row(text, tool_name, tool_calls)  # type: ignore[arg-type]
+        side = side_row(text, tool_name, tool_calls)
         if side is not None:
             values.append((row_id, *side))
-            any_glued = any_glued or _glued_row(text, tool_name)  # type: ignore[arg-type]
+            any_glued = any_glued or _glued_row(text, tool_name)
     if values:
         conn.exec_driver_sql(_INSERT_SIDE, values)
     if any_glued:
@@ -226,7 +228,7 @@ _CLEAR_PENDING_ONE = "DELETE FROM hs_cjk_pending WHERE id = ?"
 
 def _sync_one(conn: Connection, row_id: int) -> list[int]:
     """:func:`_sync` of one id; returns the pending ids a writer drains on its way."""
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]  # None only once closed
     try:
         cursor.execute(_DELETE_SIDE_ONE, (row_id,))
         found = cursor.execute(_SCOPE_ROW, (row_id,)).fetchone()
@@ -306,7 +308,7 @@ def uncovered(conn: Connection, limit: int | None = None) -> list[int]:
     """
     # On the driver cursor (same transaction): the rows' text is most of the cost, and
     # SQLAlchemy's per-row work doubled it.
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]  # None only once closed
     try:
         after = 0 if limit is None else int(cursor.execute(_NEWEST_SIDE_ROW).fetchone()[0])
         return [row_id for row_id, text, tool_name in cursor.execute(

@@ -148,8 +148,8 @@ def _generation(conn: Connection) -> tuple[int, int]:
     """Changes since a check: ``data_version`` moves when another connection commits,
     ``total_changes`` when this one writes."""
     raw = conn.connection.driver_connection
-    version = raw.execute("PRAGMA data_version").fetchone()[0]  # type: ignore[union-attr]
-    return int(version), int(raw.total_changes)  # type: ignore[union-attr]
+    version = raw.execute("PRAGMA data_version").fetchone()[0]  # type: ignore[union-attr]  # None only once closed
+    return int(version), int(raw.total_changes)  # type: ignore[union-attr]  # None only once closed
 
 
 def verified(conn: Connection, indexes: Sequence[str],

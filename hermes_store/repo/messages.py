@@ -244,7 +244,7 @@ def append(conn: Executor, message: PreparedMessage) -> int:
     row = message.row
     bump = {"sid": row["session_id"], "rows": 1, "delta": message.tool_call_delta}
     if conn.dialect.name == "sqlite":
-        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]  # None only once closed
         try:
             new_id = cursor.execute(_insert_sqlite(tuple(row)), row).lastrowid
             cursor.execute(_BUMP_SQLITE, {**_BUMP_SQLITE_PARAMS, **bump})
@@ -256,7 +256,7 @@ def append(conn: Executor, message: PreparedMessage) -> int:
         if distribution.distributed(conn):
             sid = row["session_id"]
             row = {**row, "root_session_id": roots_of(conn, [sid]).get(sid, sid)}
-        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]  # None only once closed
         try:
             new_id = cursor.execute(_insert_pg(tuple(row)), row).fetchone()[0]
             cursor.execute(_BUMP_PG, {**_BUMP_PG_PARAMS, **bump})
