@@ -43,6 +43,7 @@ from sqlalchemy import (
     LargeBinary,
     Select,
     Table,
+    TableClause,
     Text,
     cast,
     column,
@@ -103,7 +104,7 @@ def has_fts5(db: Connection | Session) -> bool:
     return dialect_name(db) == "sqlite"
 
 
-def insert(db: Connection | Session, table: Table) -> Any:
+def insert(db: Connection | Session, table: TableClause) -> Any:
     """``INSERT`` for ``db``'s dialect, with ``on_conflict_do_update``/``_do_nothing``."""
     return pg_insert(table) if dialect_name(db) == PG else sqlite_insert(table)
 

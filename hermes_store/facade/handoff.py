@@ -52,7 +52,7 @@ def fail_handoff(db: SessionDB, session_id: str, error: str) -> None:
         write(db, lambda c: repo.fail(c, sid, message), what="fail_handoff")
 
 
-def get_handoff_state(db: SessionDB, session_id: str) -> dict[str, Any] | None:
+def get_handoff_state(db: SessionDB, session_id: str) -> repo.HandoffState | None:
     sid = args.session_id(session_id)
     if sid is None:
         return None

@@ -40,7 +40,7 @@ def _non_negative(name: str, value: object) -> int:
 
 
 def get_messages_around(db: SessionDB, session_id: str, around_message_id: int,
-                        window: int = 5) -> dict[str, Any]:
+                        window: int = 5) -> repo.MessageWindow:
     anchor, size = _int("around_message_id", around_message_id), _non_negative("window", window)
     sid = args.session_id(session_id)
     if sid is None:
@@ -50,7 +50,8 @@ def get_messages_around(db: SessionDB, session_id: str, around_message_id: int,
 
 def get_anchored_view(db: SessionDB, session_id: str, around_message_id: int, window: int = 5,
                       bookend: int = 3,
-                      keep_roles: Sequence[str] | None = DEFAULT_KEEP_ROLES) -> dict[str, Any]:
+                      keep_roles: Sequence[str] | None = DEFAULT_KEEP_ROLES
+                      ) -> repo.AnchoredView:
     anchor, size = _int("around_message_id", around_message_id), _non_negative("window", window)
     ends = _non_negative("bookend", bookend)
     roles = None if keep_roles is None else [args.required("keep_roles", r) for r in keep_roles]
@@ -63,7 +64,7 @@ def get_anchored_view(db: SessionDB, session_id: str, around_message_id: int, wi
 
 
 def list_recent_user_messages(db: SessionDB, session_id: str, limit: int = 20,
-                              include_inactive: bool = False) -> list[dict[str, Any]]:
+                              include_inactive: bool = False) -> list[repo.UserMessagePreview]:
     count = _int("limit", limit)
     if count < 0:
         raise ValueError(f"limit must be >= 0, not {count}")
@@ -93,7 +94,7 @@ def has_archived_messages(db: SessionDB, session_id: str) -> bool:
 # --------------------------------------------------------------------------- rewind
 
 
-def rewind_to_message(db: SessionDB, session_id: str, target_message_id: int) -> dict[str, Any]:
+def rewind_to_message(db: SessionDB, session_id: str, target_message_id: int) -> repo.Rewind:
     """``ValueError`` unless the target is a user message of the session; see
     :func:`hermes_store.repo.history.rewind`."""
     target = _int("target_message_id", target_message_id)

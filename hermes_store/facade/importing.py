@@ -30,7 +30,7 @@ def _limits(db: SessionDB) -> imports.Limits:
         total_bytes=getattr(db, "_IMPORT_MAX_TOTAL_BYTES", MAX_TOTAL_BYTES))
 
 
-def import_sessions(db: SessionDB, sessions: list[dict[str, Any]]) -> dict[str, Any]:
+def import_sessions(db: SessionDB, sessions: list[dict[str, Any]]) -> imports.ImportReport:
     """Validate every entry, then write the valid batch as one unit (or nothing at all)."""
     if not isinstance(sessions, list):
         # The agent's contract names ValueError for every rejected payload shape.

@@ -52,7 +52,7 @@ def append_message(db: SessionDB, session_id: str, role: str, content: Any = Non
 
 
 def get_messages(db: SessionDB, session_id: str, include_inactive: bool = False,
-                 limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+                 limit: int | None = None, offset: int = 0) -> list[repo.MessageRow]:
     """Message dicts in id order, active rows unless ``include_inactive``, paged after that
     filter (``offset`` alone pages too)."""
     args.page(limit, offset, limit_may_be_none=True)
@@ -64,7 +64,7 @@ def get_messages(db: SessionDB, session_id: str, include_inactive: bool = False,
 
 
 def get_messages_as_conversation(db: SessionDB, session_id: str, include_ancestors: bool = False,
-                                 include_inactive: bool = False) -> list[dict[str, Any]]:
+                                 include_inactive: bool = False) -> list[repo.ChatTurn]:
     if not args.known_id(session_id):
         return []
     return read(db, lambda c: repo.conversation(c, session_id,

@@ -63,7 +63,7 @@ def bind_telegram_topic(db: SessionDB, *, chat_id: object, thread_id: object, us
 
 
 def get_telegram_topic_binding(db: SessionDB, *, chat_id: object,
-                               thread_id: object) -> dict[str, Any] | None:
+                               thread_id: object) -> topics.TopicBinding | None:
     if absent(chat_id) or absent(thread_id):
         return None
     chat, thread = str(chat_id), str(thread_id)
@@ -71,7 +71,7 @@ def get_telegram_topic_binding(db: SessionDB, *, chat_id: object,
 
 
 def get_telegram_topic_binding_by_session(db: SessionDB, *,
-                                          session_id: object) -> dict[str, Any] | None:
+                                          session_id: object) -> topics.TopicBinding | None:
     if absent(session_id):
         return None
     sid = str(session_id)
@@ -79,7 +79,7 @@ def get_telegram_topic_binding_by_session(db: SessionDB, *,
 
 
 def list_telegram_topic_bindings_for_chat(db: SessionDB, *,
-                                          chat_id: object) -> list[dict[str, Any]]:
+                                          chat_id: object) -> list[topics.TopicBinding]:
     if absent(chat_id):
         return []
     chat = str(chat_id)

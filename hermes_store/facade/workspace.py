@@ -4,7 +4,6 @@ roots, model, billing route and ``model_config``."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from hermes_store.facade import arguments as args
 from hermes_store.facade.units import SessionDB, absent, read, write
@@ -13,7 +12,8 @@ from hermes_store.repo import settings, workspace
 # --------------------------------------------------------------------------- workspace
 
 
-def distinct_session_cwds(db: SessionDB, include_archived: bool = False) -> list[dict[str, Any]]:
+def distinct_session_cwds(db: SessionDB,
+                          include_archived: bool = False) -> list[workspace.WorkingDirectory]:
     return read(db, lambda c: workspace.distinct_cwds(c, include_archived=bool(include_archived)))
 
 

@@ -23,16 +23,16 @@ import re
 import sys
 import unicodedata
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping
 from itertools import accumulate
-
 from typing import TYPE_CHECKING, Any
 
 from hermes_store.content import CJK_CLASS, text_of
 from hermes_store.db import catalog, names
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection, Table
+    from sqlalchemy import Connection, Table, TableClause
+    from sqlalchemy.orm import Session
 
 # The query parser (search.language) reads this module's CJK classes on every search, SQLite
 # reading commands included, which load no SQLAlchemy: db.dialect and the models load on first
@@ -40,13 +40,13 @@ if TYPE_CHECKING:
 PG = "postgresql"
 
 
-def dialect_name(conn: Any) -> str:
+def dialect_name(conn: Connection | Session) -> str:
     from hermes_store.db.dialect import dialect_name as name
 
     return name(conn)
 
 
-def has_fts5(conn: Any) -> bool:
+def has_fts5(conn: Connection | Session) -> bool:
     from hermes_store.db.dialect import has_fts5 as fts5
 
     return fts5(conn)
@@ -118,7 +118,8 @@ def _all_run_pieces(runs: list[str]) -> list[str]:
     out[0::3] = chars
     out[1::3] = successors
     flat = out.tobytes().decode(_UNIT_CODEC)
-    return [flat[3 * start : 3 * end - 1] for start, end in zip([0, *ends], ends)]
+    # One start more than ends: the last (past the final end) pairs with nothing.
+    return [flat[3 * start : 3 * end - 1] for start, end in zip([0, *ends], ends, strict=False)]
 
 
 def cjk_bigram_text(text: str | None) -> str:
@@ -194,14 +195,16 @@ def has_index(conn: Connection) -> bool:
     return found
 
 
-def _write(conn: Connection, rows: Iterable[Sequence[object]]) -> None:
+def _write(conn: Connection,
+           rows: Iterable[tuple[int, str | None, str | None, str | None]]) -> None:
+    """Derive and insert the side rows of ``(id, content, tool_name, tool_calls)`` rows."""
     values = []
     any_glued = False
     for row_id, text, tool_name, tool_calls in rows:
-        side = side_row(text, tool_name, tool_calls)  # type: ignore[arg-type]
+        side = side_row(text, tool_name, tool_calls)
         if side is not None:
             values.append((row_id, *side))
-            any_glued = any_glued or _glued_row(text, tool_name)  # type: ignore[arg-type]
+            any_glued = any_glued or _glued_row(text, tool_name)
     if values:
         conn.exec_driver_sql(_INSERT_SIDE, values)
     if any_glued:
@@ -225,7 +228,7 @@ _CLEAR_PENDING_ONE = "DELETE FROM hs_cjk_pending WHERE id = ?"
 
 def _sync_one(conn: Connection, row_id: int) -> list[int]:
     """:func:`_sync` of one id; returns the pending ids a writer drains on its way."""
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]  # None only once closed
     try:
         cursor.execute(_DELETE_SIDE_ONE, (row_id,))
         found = cursor.execute(_SCOPE_ROW, (row_id,)).fetchone()
@@ -305,7 +308,7 @@ def uncovered(conn: Connection, limit: int | None = None) -> list[int]:
     """
     # On the driver cursor (same transaction): the rows' text is most of the cost, and
     # SQLAlchemy's per-row work doubled it.
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]  # None only once closed
     try:
         after = 0 if limit is None else int(cursor.execute(_NEWEST_SIDE_ROW).fetchone()[0])
         return [row_id for row_id, text, tool_name in cursor.execute(
@@ -407,18 +410,18 @@ def tsquery_phrase(text: str, *, prefix: bool = False, weight: str = "") -> str 
     return parts[0] if len(parts) == 1 else "(" + " <-> ".join(parts) + ")"
 
 
-def row_vector(row: dict[str, object]) -> str | None:
+def row_vector(row: Mapping[str, Any]) -> str | None:
     """``hs_search_cjk`` of a row about to be inserted: tool output by its prefix, as the word
     index reads it (docs/search.md#search-scope)."""
-    text = text_of(row.get("content"))  # type: ignore[arg-type]
+    text = text_of(row.get("content"))
     if row.get("role") == "tool" and text:
         text = text[:TOOL_PREFIX_CHARS]
-    return cjk_vector(text, row.get("tool_name"), row.get("tool_calls"))  # type: ignore[arg-type]
+    return cjk_vector(text, row.get("tool_name"), row.get("tool_calls"))
 
 
 # The model knows nothing of the search columns (autogenerate leaves them alone), so inserts
 # that carry the tokens name the column on a lightweight table of their own.
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> TableClause:
     if name != "PG_MESSAGES":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from sqlalchemy import column, table
@@ -438,7 +441,7 @@ def writes_vector(conn: Connection, into: Table | None = None) -> bool:
     return into is None or into.name == "messages"
 
 
-def with_vector(row: dict[str, object]) -> dict[str, object]:
+def with_vector(row: Mapping[str, Any]) -> dict[str, Any]:
     return {**row, PG_COLUMN: row_vector(row)}
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    Select,
     delete,
     exists,
     func,
@@ -23,13 +24,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from hermes_store.db.models import ChatSession, GatewayRoute, Message
+from hermes_store.db.models import GATEWAY_ROUTES, MESSAGES, SESSIONS
 from hermes_store.repo import lineage
-from hermes_store.repo.sessions import Executor, full_row
+from hermes_store.repo.sessions import Executor, full_row, rowcount
 
-sessions = ChatSession.__table__
-messages = Message.__table__
-routes = GatewayRoute.__table__
+sessions = SESSIONS
+messages = MESSAGES
+routes = GATEWAY_ROUTES
 
 # Ended by older gateway code that closed sessions it should have kept; still resumable.
 RECOVERABLE_END_REASONS = ("agent_close", "ws_orphan_reap")
@@ -50,7 +51,7 @@ def _platform_is(platform: str) -> ColumnElement[bool]:
     return func.lower(sessions.c.source) == ascii_lower(platform)
 
 
-def _rows(conn: Executor, query: Any) -> list[dict[str, Any]]:
+def _rows(conn: Executor, query: Select[*tuple[Any, ...]]) -> list[dict[str, Any]]:
     return [full_row(r) for r in conn.execute(query).mappings()]
 
 
@@ -76,7 +77,7 @@ def save_route(conn: Executor, scope: str, session_key: str, entry_json: str, *,
     write lock) falls back to the update, so the last writer wins either way."""
     where = (routes.c.scope == scope, routes.c.session_key == session_key)
     change = update(routes).where(*where).values(entry_json=entry_json, updated_at=now)
-    if conn.execute(change).rowcount:
+    if rowcount(conn.execute(change)):
         return
     try:
         with conn.begin_nested():
@@ -103,9 +104,9 @@ def delete_routes(conn: Executor, scope: str, session_keys: Sequence[str]) -> in
     keys = list(dict.fromkeys(session_keys))
     deleted = 0
     for start in range(0, len(keys), _MAX_PARAMS):
-        deleted += conn.execute(delete(routes).where(
+        deleted += rowcount(conn.execute(delete(routes).where(
             routes.c.scope == scope,
-            routes.c.session_key.in_(keys[start:start + _MAX_PARAMS]))).rowcount or 0
+            routes.c.session_key.in_(keys[start:start + _MAX_PARAMS]))))
     return deleted
 
 
@@ -155,9 +156,10 @@ def _has_content() -> ColumnElement[bool]:
 
 
 def _newest_row(conn: Executor, *where: ColumnElement[bool]) -> dict[str, Any] | None:
-    query = (select(literal_column("*")).select_from(sessions)
-             .where(*where, _recoverable(), _has_content())
-             .order_by(sessions.c.started_at.desc(), sessions.c.id.desc()).limit(1))
+    query: Select[*tuple[Any, ...]] = (
+        select(literal_column("*")).select_from(sessions)
+        .where(*where, _recoverable(), _has_content())
+        .order_by(sessions.c.started_at.desc(), sessions.c.id.desc()).limit(1))
     rows = _rows(conn, query)
     return rows[0] if rows else None
 

@@ -8,14 +8,14 @@ changes the row. Functions take a caller-owned ``Connection`` and never commit.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
-from sqlalchemy import literal_column, or_, select, update
+from sqlalchemy import Select, literal_column, or_, select, update
 
-from hermes_store.db.models import ChatSession
-from hermes_store.repo.sessions import Executor, full_row
+from hermes_store.db.models import SESSIONS
+from hermes_store.repo.sessions import Executor, full_row, rowcount
 
-sessions = ChatSession.__table__
+sessions = SESSIONS
 
 PENDING, RUNNING, COMPLETED, FAILED = "pending", "running", "completed", "failed"
 REQUESTABLE = (COMPLETED, FAILED)
@@ -28,7 +28,7 @@ def request(conn: Executor, session_id: str, platform: str | None) -> bool:
         update(sessions)
         .where(sessions.c.id == session_id, or_(state.is_(None), state.in_(REQUESTABLE)))
         .values(handoff_state=PENDING, handoff_platform=platform, handoff_error=None))
-    return bool(result.rowcount)
+    return bool(rowcount(result))
 
 
 def claim(conn: Executor, session_id: str) -> bool:
@@ -36,7 +36,7 @@ def claim(conn: Executor, session_id: str) -> bool:
                           .where(sessions.c.id == session_id,
                                  sessions.c.handoff_state == PENDING)
                           .values(handoff_state=RUNNING))
-    return bool(result.rowcount)
+    return bool(rowcount(result))
 
 
 def complete(conn: Executor, session_id: str) -> None:
@@ -49,7 +49,13 @@ def fail(conn: Executor, session_id: str, error: str) -> None:
                  .values(handoff_state=FAILED, handoff_error=error[:MAX_ERROR_CHARS]))
 
 
-def state(conn: Executor, session_id: str) -> dict[str, Any] | None:
+class HandoffState(TypedDict):
+    state: str | None
+    platform: str | None
+    error: str | None
+
+
+def state(conn: Executor, session_id: str) -> HandoffState | None:
     row = conn.execute(select(sessions.c.handoff_state, sessions.c.handoff_platform,
                               sessions.c.handoff_error)
                        .where(sessions.c.id == session_id)).first()
@@ -60,7 +66,8 @@ def state(conn: Executor, session_id: str) -> dict[str, Any] | None:
 
 def pending(conn: Executor) -> list[dict[str, Any]]:
     """Session rows waiting for a handoff, oldest first (``idx_sessions_handoff_state``)."""
-    query = (select(literal_column("*")).select_from(sessions)
-             .where(sessions.c.handoff_state == PENDING)
-             .order_by(sessions.c.started_at, sessions.c.id))
+    query: Select[*tuple[Any, ...]] = (
+        select(literal_column("*")).select_from(sessions)
+        .where(sessions.c.handoff_state == PENDING)
+        .order_by(sessions.c.started_at, sessions.c.id))
     return [full_row(r) for r in conn.execute(query).mappings()]

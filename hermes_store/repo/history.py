@@ -14,48 +14,77 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict
 
-from sqlalchemy import and_, delete, exists, func, select, update
+from sqlalchemy import ColumnElement, Select, and_, delete, exists, func, select, update
 
 from hermes_store.content import decode_content, text_of
-from hermes_store.db.models import ChatSession, Message
+from hermes_store.db.models import MESSAGES, SESSIONS
 from hermes_store.repo import messages as message_repo
-from hermes_store.repo.messages import PreparedMessage
-from hermes_store.repo.sessions import Executor
+from hermes_store.repo.messages import MessageRow, PreparedMessage
+from hermes_store.repo.sessions import Executor, rowcount
 
-sessions = ChatSession.__table__
-messages = Message.__table__
+sessions = SESSIONS
+messages = MESSAGES
 
 MULTIMODAL_PREVIEW = "[multimodal content]"
 PREVIEW_CHARS = 80
 _WHITESPACE = re.compile(r"\s+")
 
 
-def _live() -> Any:
+def _live() -> ColumnElement[bool]:
     return func.coalesce(messages.c.active, 1) == 1
 
 
-def _rewound() -> Any:
+def _rewound() -> ColumnElement[bool]:
     return and_(messages.c.active == 0, func.coalesce(messages.c.compacted, 0) == 0)
 
 
-def _rows(conn: Executor, query: Any) -> list[dict[str, Any]]:
+def _rows(conn: Executor, query: Select[*tuple[Any, ...]]) -> list[MessageRow]:
     return [message_repo.message_dict(row) for row in conn.execute(query).mappings()]
 
 
-def _all() -> Any:
+def _all() -> Select[*tuple[Any, ...]]:
     return message_repo.all_columns()
 
 
 # --------------------------------------------------------------------------- windows
 
 
-Rows = list[dict[str, Any]]
+Rows = list[MessageRow]
+
+
+class MessageWindow(TypedDict):
+    """:func:`messages_around`: the rows, and how many of them lie each side of the anchor."""
+
+    window: Rows
+    messages_before: int
+    messages_after: int
+
+
+class AnchoredView(MessageWindow):
+    """:func:`anchored_view`: the filtered window plus the session's opening and closing rows."""
+
+    bookend_start: Rows
+    bookend_end: Rows
+
+
+class UserMessagePreview(TypedDict):
+    id: int
+    timestamp: float
+    preview: str
+
+
+class Rewind(TypedDict):
+    """:func:`rewind`: rows made inactive, the target row (``content`` decoded), the new head."""
+
+    rewound_count: int
+    target_message: dict[str, Any]
+    new_head_id: int | None
 
 
 def _around(conn: Executor, session_id: str, anchor_id: int,
-            window: int) -> tuple[Rows, dict[str, Any], Rows] | None:
+            window: int) -> tuple[Rows, MessageRow, Rows] | None:
     of_session = messages.c.session_id == session_id
     anchor = _rows(conn, _all().where(of_session, messages.c.id == anchor_id))
     if not anchor:
@@ -68,7 +97,7 @@ def _around(conn: Executor, session_id: str, anchor_id: int,
 
 
 def messages_around(conn: Executor, session_id: str, anchor_id: int,
-                    window: int) -> dict[str, Any]:
+                    window: int) -> MessageWindow:
     """Up to ``window`` rows each side of the anchor (any state), id ascending; the counts are
     the rows taken each side (fewer than ``window``: the session ends there)."""
     found = _around(conn, session_id, anchor_id, window)
@@ -80,7 +109,7 @@ def messages_around(conn: Executor, session_id: str, anchor_id: int,
 
 
 def _bookend(conn: Executor, session_id: str, *, below: int | None, above: int | None,
-             count: int, roles: Sequence[str] | None) -> list[dict[str, Any]]:
+             count: int, roles: Sequence[str] | None) -> Rows:
     query = _all().where(messages.c.session_id == session_id, messages.c.content.is_not(None),
                          messages.c.content != "")
     if roles is not None:
@@ -93,7 +122,7 @@ def _bookend(conn: Executor, session_id: str, *, below: int | None, above: int |
 
 
 def anchored_view(conn: Executor, session_id: str, anchor_id: int, *, window: int,
-                  bookend: int, keep_roles: Sequence[str] | None) -> dict[str, Any]:
+                  bookend: int, keep_roles: Sequence[str] | None) -> AnchoredView:
     """The window around the anchor keeping ``keep_roles`` rows (and always the anchor), with
     the session's opening and closing rows beyond it as bookends; counts stay unfiltered."""
     found = _around(conn, session_id, anchor_id, window)
@@ -127,7 +156,7 @@ def _preview(stored: str | None) -> str:
 
 
 def recent_user_messages(conn: Executor, session_id: str, *, limit: int,
-                         include_inactive: bool) -> list[dict[str, Any]]:
+                         include_inactive: bool) -> list[UserMessagePreview]:
     """``{id, timestamp, preview}`` of the session's user rows, newest id first."""
     query = select(messages.c.id, messages.c.timestamp, messages.c.content).where(
         messages.c.session_id == session_id, messages.c.role == "user")
@@ -152,7 +181,7 @@ def has_inactive(conn: Executor, session_id: str) -> bool:
 # --------------------------------------------------------------------------- rewind
 
 
-def rewind(conn: Executor, session_id: str, target_id: int) -> dict[str, Any]:
+def rewind(conn: Executor, session_id: str, target_id: int) -> Rewind:
     """Take the conversation back to before the target user message: live rows from the
     target on become inactive (the target too: the client pre-fills it), and
     ``rewind_count`` goes up even if nothing changed. ``ValueError`` when the target is not
@@ -161,9 +190,9 @@ def rewind(conn: Executor, session_id: str, target_id: int) -> dict[str, Any]:
                                        messages.c.id == target_id)).mappings().first()
     if target is None or target["role"] != "user":
         raise ValueError(f"message {target_id} is not a user message of session {session_id}")
-    flipped = conn.execute(update(messages).where(
+    flipped = rowcount(conn.execute(update(messages).where(
         messages.c.session_id == session_id, messages.c.id >= target_id, _live())
-        .values(active=0)).rowcount or 0
+        .values(active=0)))
     conn.execute(update(sessions).where(sessions.c.id == session_id).values(
         rewind_count=func.coalesce(sessions.c.rewind_count, 0) + 1))
     head = conn.execute(select(func.max(messages.c.id)).where(
@@ -179,7 +208,7 @@ def restore_rewound(conn: Executor, session_id: str, since_id: int) -> int:
     result = conn.execute(update(messages).where(
         messages.c.session_id == session_id, messages.c.id >= since_id, _rewound())
         .values(active=1))
-    return int(result.rowcount or 0)
+    return rowcount(result)
 
 
 # --------------------------------------------------------------------------- rewrite

@@ -19,19 +19,18 @@ import json
 import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from sqlalchemy import Connection, insert, select, update
 
-from hermes_store.db.models import ChatSession
-from hermes_store.repo import lineage
+from hermes_store.content import dump_json
+from hermes_store.db.models import SESSIONS
+from hermes_store.repo import lineage, prompts
 from hermes_store.repo import messages as message_repo
-from hermes_store.repo import prompts
 from hermes_store.repo.messages import PreparedMessage
-from hermes_store.repo.sessions import dump_json
 from hermes_store.repo.titles import sanitize_title
 
-sessions = ChatSession.__table__
+sessions = SESSIONS
 
 MAX_SESSIONS = 500
 MAX_MESSAGES_PER_SESSION = 10_000
@@ -81,10 +80,30 @@ class Entry:
     messages: list[PreparedMessage]
 
 
+class EntryError(TypedDict):
+    """Why one payload entry was refused (``index`` into the payload; its id once known)."""
+
+    index: int
+    session_id: NotRequired[str]
+    error: str
+
+
+class ImportReport(TypedDict):
+    """``import_sessions``' answer; the id lists only when the import ran."""
+
+    ok: bool
+    imported: int
+    skipped: int
+    detached: int
+    imported_ids: NotRequired[list[str]]
+    skipped_ids: NotRequired[list[str]]
+    errors: list[EntryError]
+
+
 @dataclass
 class Plan:
     entries: list[Entry] = field(default_factory=list)
-    errors: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[EntryError] = field(default_factory=list)
 
 
 class _Invalid(Exception):
@@ -98,7 +117,7 @@ class _Totals:
     seen: set[str] = field(default_factory=set)
 
 
-def failure(errors: list[dict[str, Any]]) -> dict[str, Any]:
+def failure(errors: list[EntryError]) -> ImportReport:
     return {"ok": False, "imported": 0, "skipped": 0, "detached": 0, "errors": errors}
 
 
@@ -109,15 +128,17 @@ def validate(payload: list[Any], limits: Limits, now: float) -> Plan:
     """Check every entry before anything is written; each bad entry reports its first error."""
     plan, totals = Plan(), _Totals()
     for index, raw in enumerate(payload):
-        holder: dict[str, Any] = {}
+        holder: dict[str, str] = {}
         try:
             plan.entries.append(_entry(index, raw, holder, totals, limits, now))
         except _Invalid as err:
-            plan.errors.append({"index": index, **holder, "error": str(err)})
+            sid = holder.get("session_id")
+            plan.errors.append({"index": index, "error": str(err)} if sid is None
+                               else {"index": index, "session_id": sid, "error": str(err)})
     return plan
 
 
-def _entry(index: int, raw: object, holder: dict[str, Any], totals: _Totals, limits: Limits,
+def _entry(index: int, raw: object, holder: dict[str, str], totals: _Totals, limits: Limits,
            now: float) -> Entry:
     if not isinstance(raw, dict):
         raise _Invalid("session must be an object")
@@ -294,7 +315,7 @@ def _checked_time(j: int, raw: dict[str, Any]) -> float | None:
 
 def _prepare(session_id: str, j: int, raw: dict[str, Any], stamp: float) -> PreparedMessage:
     role = raw["role"]
-    extra = {k: (_json_text(raw.get(k)) if k in _JSON_TEXT else raw.get(k))
+    extra: dict[str, Any] = {k: (_json_text(raw.get(k)) if k in _JSON_TEXT else raw.get(k))
              for k in _ASSISTANT_ONLY} if role == "assistant" else {}
     try:
         prepared = message_repo.prepare_message(
@@ -326,7 +347,7 @@ def _present(conn: Connection, ids: list[str]) -> set[str]:
     return found
 
 
-def _title_clashes(conn: Connection, fresh: list[Entry]) -> list[dict[str, Any]]:
+def _title_clashes(conn: Connection, fresh: list[Entry]) -> list[EntryError]:
     """Titles are unique in the store: a fresh session may not take one held by another."""
     titled = [e for e in fresh if e.row["title"] is not None]
     wanted = list({e.row["title"] for e in titled})
@@ -335,7 +356,7 @@ def _title_clashes(conn: Connection, fresh: list[Entry]) -> list[dict[str, Any]]
         chunk = wanted[start:start + _MAX_PARAMS]
         held.update(conn.execute(select(sessions.c.title)
                                  .where(sessions.c.title.in_(chunk))).scalars())
-    clashes = []
+    clashes: list[EntryError] = []
     for entry in titled:
         if entry.row["title"] in held:
             clashes.append({"index": entry.index, "session_id": entry.session_id,
@@ -350,7 +371,8 @@ def _attach(conn: Connection, fresh: list[Entry], existing: set[str]) -> int:
     from any of them ends). Returns how many children stayed roots."""
     fresh_ids = {e.session_id for e in fresh}
     wanted = [e for e in fresh if e.parent_id is not None]
-    outside = sorted({e.parent_id for e in wanted} - fresh_ids - existing)  # type: ignore[misc]
+    parents = {e.parent_id for e in fresh if e.parent_id is not None}
+    outside = sorted(parents - fresh_ids - existing)
     known = fresh_ids | existing | _present(conn, outside)
     parent_of = {e.session_id: e.parent_id for e in wanted if e.parent_id in known}
     detached = len(wanted) - len(parent_of)
@@ -385,7 +407,7 @@ def _cycle_starts(order: list[str], parent_of: dict[str, str]) -> list[str]:
     return starts
 
 
-def run(conn: Connection, plan: Plan) -> dict[str, Any]:
+def run(conn: Connection, plan: Plan) -> ImportReport:
     """Write a validated plan in the caller's transaction; returns the import's report."""
     existing = _present(conn, [e.session_id for e in plan.entries])
     fresh = [e for e in plan.entries if e.session_id not in existing]

@@ -24,7 +24,6 @@ Every statement reads, so each runs inside the caller's read transaction. Index 
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -77,7 +76,8 @@ def _term(text: str, trigram: bool) -> str | None:
 def _candidates(conn: Connection, index: str, options: catalog.Fts5Options,
                 column: str, window: tuple[int, int] | None) -> list[tuple[int, str]]:
     key = _quote(options.content_rowid)
-    where, params = "", ()
+    where = ""
+    params: tuple[int, ...] = ()
     if window is not None:
         where, params = f" WHERE NOT ({key} > ? AND {key} <= ?)", window
     rows = conn.exec_driver_sql(
@@ -148,8 +148,8 @@ def _generation(conn: Connection) -> tuple[int, int]:
     """Changes since a check: ``data_version`` moves when another connection commits,
     ``total_changes`` when this one writes."""
     raw = conn.connection.driver_connection
-    version = raw.execute("PRAGMA data_version").fetchone()[0]  # type: ignore[union-attr]
-    return int(version), int(raw.total_changes)  # type: ignore[union-attr]
+    version = raw.execute("PRAGMA data_version").fetchone()[0]  # type: ignore[union-attr]  # None only once closed
+    return int(version), int(raw.total_changes)  # type: ignore[union-attr]  # None only once closed
 
 
 def verified(conn: Connection, indexes: Sequence[str],
@@ -284,7 +284,8 @@ def content_problems(conn: Connection, index: str,
     columns = ", ".join(_quote(c.name) for c in catalog.columns(conn, index))
     tokenize = f", tokenize='{options.tokenize}'" if options.tokenize else ""
     key = _quote(options.content_rowid)
-    where, params = "", ()
+    where = ""
+    params: tuple[int, ...] = ()
     if window is not None:
         where, params = f" WHERE NOT ({key} > ? AND {key} <= ?)", window
     problems = []

@@ -13,12 +13,12 @@ from typing import Any
 from sqlalchemy import Select, select
 
 from hermes_store.db.dialect import starts_with
-from hermes_store.db.models import ChatSession, Message
+from hermes_store.db.models import MESSAGES, SESSIONS
 from hermes_store.repo import compression, session_list
 from hermes_store.repo.sessions import Executor
 
-sessions = ChatSession.__table__
-messages = Message.__table__
+sessions = SESSIONS
+messages = MESSAGES
 
 RESUME_MAX_NODES = 32
 CRON_SOURCE = "cron"
@@ -82,7 +82,8 @@ def search_by_id(conn: Executor, needle: str, *, limit: int, include_archived: b
 # --------------------------------------------------------------------------- cron runs
 
 
-def cron_runs_query(job_id: str, *, limit: int, offset: int, now: float) -> Select:
+def cron_runs_query(job_id: str, *, limit: int, offset: int,
+                    now: float) -> Select[*tuple[Any, ...]]:
     """Sessions of one cron job (ids ``cron_<job_id>_…``, case-sensitive), newest first.
 
     The id prefix is a range on ``idx_sessions_source_id`` (never a scan of all cron rows);

@@ -35,11 +35,11 @@ def carries_any(model_config: str | None) -> bool:
     return any(carries(model_config, key) for key in MARKERS)
 
 
-def carries_clause(model_config: ColumnElement, key: str) -> ColumnElement[bool]:
+def carries_clause(model_config: ColumnElement[str], key: str) -> ColumnElement[bool]:
     """True where the column's text holds the quoted key (NULL text: false, never NULL)."""
     return and_(model_config.is_not(None),
                 model_config.contains(_quoted(key), autoescape=True))
 
 
-def carries_any_clause(model_config: ColumnElement) -> ColumnElement[bool]:
+def carries_any_clause(model_config: ColumnElement[str]) -> ColumnElement[bool]:
     return or_(*(carries_clause(model_config, key) for key in MARKERS))

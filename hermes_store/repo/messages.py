@@ -15,11 +15,14 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from sqlalchemy import (
+    ColumnElement,
+    RowMapping,
     Select,
     Table,
+    TableClause,
     bindparam,
     column,
     delete,
@@ -47,12 +50,12 @@ from hermes_store.content import (
 )
 from hermes_store.db import dialect, distribution
 from hermes_store.db.catalog import is_derived_name
-from hermes_store.db.models import ChatSession, Message
+from hermes_store.db.models import MESSAGES, SESSIONS
 from hermes_store.repo import bigrams, lineage
-from hermes_store.repo.sessions import Executor, connection_of
+from hermes_store.repo.sessions import Executor, connection_of, rowcount
 
-sessions = ChatSession.__table__
-messages = Message.__table__
+sessions = SESSIONS
+messages = MESSAGES
 
 # The v11 keys of a message dict, in the v11 order; every other live column follows them.
 MESSAGE_KEYS = ("id", "session_id", "role", "content", "tool_call_id", "tool_calls", "tool_name",
@@ -63,7 +66,6 @@ REVIEW_HARNESS_PROMPTS = (
     "Review the conversation above and update the skill library",
     "Review the conversation above and consider saving to memory",
 )
-_JSON_EXTRAS = ("reasoning_details", "codex_reasoning_items", "codex_message_items")
 _MAX_PARAMS = 900
 _BATCH = 500
 
@@ -73,6 +75,54 @@ _MEMORY_NOTE_RE = re.compile(
     r"\[System note:\s*The following is recalled memory context,\s*NOT new user input\.[^\]]*\]",
     re.IGNORECASE)
 _MEMORY_TAG_RE = re.compile(r"<\s*/?\s*memory-context\b[^>]*>", re.IGNORECASE)
+
+
+class MessageRow(TypedDict):
+    """A message dict (:func:`get_messages`): the columns the models declare, ``content`` and
+    ``tool_calls`` decoded (JSON: a string, a list of parts, …). A store adopted from a newer
+    agent may carry more columns; they follow these, untyped."""
+
+    id: int
+    session_id: str
+    role: str
+    content: Any
+    tool_call_id: str | None
+    tool_calls: Any
+    tool_name: str | None
+    timestamp: float
+    token_count: int | None
+    finish_reason: str | None
+    reasoning: str | None
+    reasoning_content: str | None
+    reasoning_details: str | None
+    codex_reasoning_items: str | None
+    codex_message_items: str | None
+    active: int | None  # NULL where the column lost its default: live
+    compacted: int | None
+    effect_disposition: str | None
+    platform_message_id: str | None
+    observed: int | None
+
+
+class ChatTurn(TypedDict):
+    """One OpenAI-style chat turn (:func:`conversation`); the optional keys appear only when
+    they hold something."""
+
+    role: str
+    content: Any
+    timestamp: NotRequired[float]
+    tool_call_id: NotRequired[str]
+    tool_name: NotRequired[str]
+    effect_disposition: NotRequired[str]
+    tool_calls: NotRequired[Any]
+    message_id: NotRequired[str]
+    observed: NotRequired[bool]
+    finish_reason: NotRequired[str]
+    reasoning: NotRequired[str]
+    reasoning_content: NotRequired[str]
+    reasoning_details: NotRequired[Any]
+    codex_reasoning_items: NotRequired[Any]
+    codex_message_items: NotRequired[Any]
 
 
 # --------------------------------------------------------------------------- append
@@ -165,7 +215,7 @@ def _insert_sqlite(columns: tuple[str, ...]) -> str:
 
 # PostgreSQL the same way (psycopg's named placeholders): SQLAlchemy's execution was a third of
 # the client's time per append (benchmarks/bench_writers.py, library beside the raw floor).
-_PG = pg_dialect(paramstyle="pyformat")
+_PG = pg_dialect(paramstyle="pyformat")  # type: ignore[no-untyped-call]  # unannotated upstream
 _BUMP_PG_COMPILED = _BUMP_COUNTERS.compile(dialect=_PG)
 _BUMP_PG = _BUMP_PG_COMPILED.string
 _BUMP_PG_PARAMS = dict(_BUMP_PG_COMPILED.params)
@@ -194,7 +244,7 @@ def append(conn: Executor, message: PreparedMessage) -> int:
     row = message.row
     bump = {"sid": row["session_id"], "rows": 1, "delta": message.tool_call_delta}
     if conn.dialect.name == "sqlite":
-        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]  # None only once closed
         try:
             new_id = cursor.execute(_insert_sqlite(tuple(row)), row).lastrowid
             cursor.execute(_BUMP_SQLITE, {**_BUMP_SQLITE_PARAMS, **bump})
@@ -206,7 +256,7 @@ def append(conn: Executor, message: PreparedMessage) -> int:
         if distribution.distributed(conn):
             sid = row["session_id"]
             row = {**row, "root_session_id": roots_of(conn, [sid]).get(sid, sid)}
-        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]  # None only once closed
         try:
             new_id = cursor.execute(_insert_pg(tuple(row)), row).fetchone()[0]
             cursor.execute(_BUMP_PG, {**_BUMP_PG_PARAMS, **bump})
@@ -228,15 +278,15 @@ def append_many(conn: Executor, batch: Sequence[PreparedMessage], *, into: Table
     if not batch:
         return []
     rows = [dict(m.row) for m in batch]
-    given = [r.get("id") for r in rows]
+    given = [i for r in rows if isinstance(i := r.get("id"), int) and not isinstance(i, bool)]
     db = connection_of(conn)
-    if keep_ids and all(isinstance(i, int) and not isinstance(i, bool) for i in given) \
-            and len(set(given)) == len(given) and _free_ids(db, into, given):
+    if keep_ids and len(given) == len(rows) and len(set(given)) == len(given) \
+            and _free_ids(db, into, given):
         dialect.ids_taken(db, into, max(given))
     else:
-        for r, new_id in zip(rows, dialect.next_ids(db, into, len(rows))):
+        for r, new_id in zip(rows, dialect.next_ids(db, into, len(rows)), strict=True):
             r["id"] = new_id
-    target: Any = into
+    target: TableClause = into
     if bigrams.writes_vector(db, into):
         target = bigrams.PG_MESSAGES if into is messages else into
         rows = [bigrams.with_vector(r) for r in rows]
@@ -253,7 +303,7 @@ def append_many(conn: Executor, batch: Sequence[PreparedMessage], *, into: Table
         for i in range(0, len(group), _BATCH):
             db.execute(insert(target), group[i:i + _BATCH])
     bumps: dict[str, list[int]] = {}
-    for r, m in zip(rows, batch):
+    for r, m in zip(rows, batch, strict=True):
         bump = bumps.setdefault(r["session_id"], [0, 0])
         bump[0] += 1
         bump[1] += m.tool_call_delta
@@ -278,7 +328,7 @@ def roots_of(conn: Executor, session_ids: Iterable[str]) -> dict[str, str]:
     return found
 
 
-def _free_ids(conn: Executor, into: Table, ids: Sequence[Any]) -> bool:
+def _free_ids(conn: Executor, into: Table, ids: Sequence[int]) -> bool:
     for i in range(0, len(ids), _BATCH):
         if conn.execute(select(func.count()).where(into.c.id.in_(ids[i:i + _BATCH]))).scalar():
             return False
@@ -288,29 +338,30 @@ def _free_ids(conn: Executor, into: Table, ids: Sequence[Any]) -> bool:
 # --------------------------------------------------------------------------- read
 
 
-def visible(include_inactive: bool) -> Any:
+def visible(include_inactive: bool) -> ColumnElement[bool] | None:
     """Rows a reader sees: the live context (``active = 1``) unless inactive ones are asked
     for. NULL ``active`` (a file whose column lost its default) counts as live."""
     return None if include_inactive else func.coalesce(messages.c.active, 1) == 1
 
 
-def all_columns() -> Select:
+def all_columns() -> Select[*tuple[Any, ...]]:
     # Every column of the live table: adopted stores may carry more than the models declare.
     return select(literal_column("*")).select_from(messages)
 
 
-def message_dict(row: Mapping[str, Any]) -> dict[str, Any]:
+def message_dict(row: Mapping[str, Any] | RowMapping) -> MessageRow:
     """A message dict: every column (the v11 keys first), ``content`` and ``tool_calls``
     decoded."""
     item = {key: row[key] for key in MESSAGE_KEYS if key in row}
     item.update((k, v) for k, v in row.items() if not is_derived_name(k))
     item["content"] = decode_content(item["content"])
     item["tool_calls"] = decode_tool_calls(item["tool_calls"])
-    return item
+    # Rows come from all_columns() (SELECT * of messages), so every model column is a key.
+    return cast(MessageRow, item)
 
 
 def get_messages(conn: Executor, session_id: str, *, include_inactive: bool = True,
-                 limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+                 limit: int | None = None, offset: int = 0) -> list[MessageRow]:
     """Rows in insertion order (paged after the ``active`` filter), decoded."""
     query = all_columns().where(messages.c.session_id == session_id)
     if (clause := visible(include_inactive)) is not None:
@@ -338,7 +389,7 @@ def _raw_rows(conn: Executor, session_ids: list[str], *,
 
 
 def messages_of(conn: Executor, session_ids: Iterable[str], *,
-                include_inactive: bool = False) -> dict[str, list[dict[str, Any]]]:
+                include_inactive: bool = False) -> dict[str, list[MessageRow]]:
     """``get_messages`` for many sessions, in batches of bound parameters (for exports, which
     carry the live context: active rows only unless asked)."""
     grouped = _raw_rows(conn, list(dict.fromkeys(session_ids)),
@@ -354,19 +405,22 @@ def strip_memory_context(text: str) -> str:
     return text.strip()
 
 
-def _as_turn(row: dict[str, Any]) -> dict[str, Any]:
+def _as_turn(row: dict[str, Any]) -> ChatTurn:
     """One chat turn (docs/v21.md#behaviour-changes): role, content, timestamp, then the
     provenance keys that hold something, then the assistant's own keys."""
     role = row["role"]
     content = decode_content(row["content"])
     if role in ("user", "assistant") and isinstance(content, str):
         content = strip_memory_context(content)
-    turn: dict[str, Any] = {"role": role, "content": content}
+    turn: ChatTurn = {"role": role, "content": content}
     if row.get("timestamp"):
         turn["timestamp"] = float(row["timestamp"])
-    for key in ("tool_call_id", "tool_name", "effect_disposition"):
-        if row.get(key):
-            turn[key] = row[key]
+    if row.get("tool_call_id"):
+        turn["tool_call_id"] = row["tool_call_id"]
+    if row.get("tool_name"):
+        turn["tool_name"] = row["tool_name"]
+    if row.get("effect_disposition"):
+        turn["effect_disposition"] = row["effect_disposition"]
     calls = decode_tool_calls(row["tool_calls"]) if row["tool_calls"] is not None else None
     if calls:
         turn["tool_calls"] = calls
@@ -381,22 +435,26 @@ def _as_turn(row: dict[str, Any]) -> dict[str, Any]:
             turn["reasoning"] = row["reasoning"]
         if row["reasoning_content"] is not None:
             turn["reasoning_content"] = row["reasoning_content"]
-        for key in _JSON_EXTRAS:
-            if row[key] is not None:
-                turn[key] = decode_json(row[key], broken=None)
+        # The JSON extras, each spelled out as the key ChatTurn declares.
+        if row["reasoning_details"] is not None:
+            turn["reasoning_details"] = decode_json(row["reasoning_details"], broken=None)
+        if row["codex_reasoning_items"] is not None:
+            turn["codex_reasoning_items"] = decode_json(row["codex_reasoning_items"], broken=None)
+        if row["codex_message_items"] is not None:
+            turn["codex_message_items"] = decode_json(row["codex_message_items"], broken=None)
     return turn
 
 
-def _is_review_harness(turn: dict[str, Any]) -> bool:
+def _is_review_harness(turn: ChatTurn) -> bool:
     content = turn["content"]
     return (turn["role"] in ("user", "system") and isinstance(content, str)
             and content.lstrip().startswith(REVIEW_HARNESS_PROMPTS))
 
 
-def drop_review_harness(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def drop_review_harness(turns: list[ChatTurn]) -> list[ChatTurn]:
     """The agent's background review runs as a prompt appended to the conversation; the prompt
     and the assistant's answer to it are bookkeeping, never part of the chat to replay."""
-    kept: list[dict[str, Any]] = []
+    kept: list[ChatTurn] = []
     skip_answer = False
     for turn in turns:
         if skip_answer and turn["role"] == "assistant":
@@ -412,7 +470,7 @@ def drop_review_harness(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def conversation(conn: Executor, session_id: str, *, include_ancestors: bool = False,
                  include_inactive: bool = False,
-                 max_depth: int = lineage.DEFAULT_MAX_DEPTH) -> list[dict[str, Any]]:
+                 max_depth: int = lineage.DEFAULT_MAX_DEPTH) -> list[ChatTurn]:
     """The session as OpenAI-style chat turns, optionally replayed from its root ancestor."""
     if include_ancestors:
         chain = lineage.ancestors_of(conn, session_id, max_depth=max_depth)
@@ -420,7 +478,7 @@ def conversation(conn: Executor, session_id: str, *, include_ancestors: bool = F
     else:
         order = [session_id]
     by_session = _raw_rows(conn, order, include_inactive=include_inactive)
-    turns: list[dict[str, Any]] = []
+    turns: list[ChatTurn] = []
     last_user: Any = None
     answered = True
     for sid in order:
@@ -442,10 +500,10 @@ def conversation(conn: Executor, session_id: str, *, include_ancestors: bool = F
 
 def clear(conn: Executor, session_id: str) -> int:
     """Delete the session's messages (triggers drop their index rows) and zero its counters."""
-    deleted = conn.execute(delete(messages).where(messages.c.session_id == session_id)).rowcount
+    deleted = rowcount(conn.execute(delete(messages).where(messages.c.session_id == session_id)))
     conn.execute(update(sessions).where(sessions.c.id == session_id)
                  .values(message_count=0, tool_call_count=0))
-    return int(deleted or 0)
+    return deleted
 
 
 def count(conn: Executor, session_id: str | None = None) -> int:

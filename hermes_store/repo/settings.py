@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from sqlalchemy import update
 
-from hermes_store.db.models import ChatSession
+from hermes_store.db.models import SESSIONS
 from hermes_store.repo import prompts
 from hermes_store.repo.sessions import Executor, connection_of
 
-sessions = ChatSession.__table__
+sessions = SESSIONS
 
 
 def update_model(conn: Executor, session_id: str, model: str | None) -> None:

@@ -10,26 +10,48 @@ Functions take a caller-owned ``Connection`` and never commit. Ids arrive alread
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, TypedDict, cast
 
-from sqlalchemy import Connection, delete, func, insert, literal_column, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    delete,
+    func,
+    insert,
+    literal_column,
+    select,
+    update,
+)
 
 from hermes_store.db import topics as tables
-from hermes_store.db.models import ChatSession
+from hermes_store.db.models import SESSIONS, TOPIC_BINDINGS, TOPIC_MODES
 from hermes_store.repo import lineage, listing
 from hermes_store.repo.sessions import full_row, get_meta, set_meta
 
 log = logging.getLogger(__name__)
 
-modes = tables.MODE
-bindings = tables.BINDINGS
-sessions = ChatSession.__table__
+modes = TOPIC_MODES
+bindings = TOPIC_BINDINGS
+sessions = SESSIONS
 
 SCHEMA_KEY = "telegram_dm_topic_schema_version"
 SCHEMA_VERSION = 2
 TELEGRAM = "telegram"
 BINDING_KEYS = ("chat_id", "thread_id", "user_id", "session_key", "session_id", "managed_mode",
                 "linked_at", "updated_at")
+
+
+class TopicBinding(TypedDict):
+    """One topic's binding (the columns of :data:`BINDING_KEYS`)."""
+
+    chat_id: str
+    thread_id: str
+    user_id: str
+    session_key: str
+    session_id: str
+    managed_mode: str
+    linked_at: float
+    updated_at: float
 
 
 class TopicTaken(ValueError):
@@ -136,27 +158,28 @@ def is_enabled(conn: Connection, *, chat_id: str, user_id: str) -> bool:
     return found is not None
 
 
-def _bindings_where(conn: Connection, *clauses: Any) -> list[dict[str, Any]]:
+def _bindings_where(conn: Connection, *clauses: ColumnElement[bool]) -> list[TopicBinding]:
     if not tables.has_table(conn, bindings.name):
         return []
     cols = [bindings.c[k] for k in BINDING_KEYS]
     query = select(*cols).where(*clauses).order_by(bindings.c.updated_at.desc(),
                                                    bindings.c.thread_id)
-    return [dict(r) for r in conn.execute(query).mappings()]
+    # The statement selects exactly BINDING_KEYS, TopicBinding's keys.
+    return [cast(TopicBinding, dict(r)) for r in conn.execute(query).mappings()]
 
 
-def binding(conn: Connection, *, chat_id: str, thread_id: str) -> dict[str, Any] | None:
+def binding(conn: Connection, *, chat_id: str, thread_id: str) -> TopicBinding | None:
     rows = _bindings_where(conn, bindings.c.chat_id == chat_id,
                            bindings.c.thread_id == thread_id)
     return rows[0] if rows else None
 
 
-def binding_by_session(conn: Connection, *, session_id: str) -> dict[str, Any] | None:
+def binding_by_session(conn: Connection, *, session_id: str) -> TopicBinding | None:
     rows = _bindings_where(conn, bindings.c.session_id == session_id)
     return rows[0] if rows else None
 
 
-def bindings_for_chat(conn: Connection, *, chat_id: str) -> list[dict[str, Any]]:
+def bindings_for_chat(conn: Connection, *, chat_id: str) -> list[TopicBinding]:
     """The chat's bindings, most recently updated first."""
     return _bindings_where(conn, bindings.c.chat_id == chat_id)
 

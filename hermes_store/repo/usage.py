@@ -14,17 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from sqlalchemy import and_, bindparam, exists, func, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 
-from hermes_store.db.models import ChatSession, SessionModelUsage
+from hermes_store.db.models import MODEL_USAGE, SESSIONS
 from hermes_store.repo import sessions as sessions_repo
-from hermes_store.repo.sessions import Executor
+from hermes_store.repo.sessions import Executor, rowcount
 
-sessions = ChatSession.__table__
-usage = SessionModelUsage.__table__
+sessions = SESSIONS
+usage = MODEL_USAGE
 
 TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
                  "reasoning_tokens")
@@ -124,7 +124,7 @@ def _roll_up(conn: Executor, call: UsageCall) -> None:
     labels = {"cost_status": call.cost_status, "cost_source": call.cost_source}
     bump = {"now": call.now, **labels, **{f"k_{k}": v for k, v in key.items()},
             **{f"d_{n}": v for n, v in amounts.items()}}
-    if conn.execute(_BUMP, bump).rowcount:
+    if rowcount(conn.execute(_BUMP, bump)):
         return
     try:
         # SQLite's write lock serialises writers; where two transactions can both miss the
@@ -156,11 +156,34 @@ def seed_from_sessions(conn: Executor) -> int:
                "estimated_cost_usd", "actual_cost_usd", "cost_status", "cost_source",
                "first_seen", "last_seen"]
     result = conn.execute(insert(usage).from_select(columns, source))
-    return int(result.rowcount or 0)
+    return rowcount(result)
 
 
-def usage_rows(conn: Executor, session_id: str) -> list[dict[str, Any]]:
+class UsageRow(TypedDict):
+    """One ``session_model_usage`` row: a (session, model, route) key and its totals."""
+
+    session_id: str
+    model: str
+    billing_provider: str
+    billing_base_url: str
+    billing_mode: str
+    api_call_count: int
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    reasoning_tokens: int
+    estimated_cost_usd: float
+    actual_cost_usd: float
+    cost_status: str | None
+    cost_source: str | None
+    first_seen: float | None
+    last_seen: float | None
+
+
+def usage_rows(conn: Executor, session_id: str) -> list[UsageRow]:
     """The session's per-model rows, by first use."""
-    return [dict(r) for r in conn.execute(
+    # select(usage) names exactly the model's columns, UsageRow's keys.
+    return [cast(UsageRow, dict(r)) for r in conn.execute(
         select(usage).where(usage.c.session_id == session_id)
         .order_by(usage.c.first_seen, usage.c.model)).mappings()]

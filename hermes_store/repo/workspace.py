@@ -6,14 +6,14 @@ Functions take a caller-owned ``Connection`` and never commit.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy import func, or_, select, update
 
-from hermes_store.db.models import ChatSession
-from hermes_store.repo.sessions import Executor
+from hermes_store.db.models import SESSIONS
+from hermes_store.repo.sessions import Executor, rowcount
 
-sessions = ChatSession.__table__
+sessions = SESSIONS
 
 
 def update_cwd(conn: Executor, session_id: str, cwd: str, git: Mapping[str, str]) -> None:
@@ -21,7 +21,15 @@ def update_cwd(conn: Executor, session_id: str, cwd: str, git: Mapping[str, str]
     conn.execute(update(sessions).where(sessions.c.id == session_id).values(cwd=cwd, **git))
 
 
-def distinct_cwds(conn: Executor, *, include_archived: bool) -> list[dict[str, Any]]:
+class WorkingDirectory(TypedDict):
+    """One row of :func:`distinct_cwds`."""
+
+    cwd: str
+    sessions: int
+    last_active: float | None
+
+
+def distinct_cwds(conn: Executor, *, include_archived: bool) -> list[WorkingDirectory]:
     """Each distinct non-blank ``cwd`` (exact text) over every session, children included:
     how many sessions ran there and when the latest of them ended (else started)."""
     query = (select(sessions.c.cwd, func.count().label("sessions"),
@@ -39,11 +47,11 @@ def backfill_repo_roots(conn: Executor, cwd_to_root: Mapping[str, str]) -> int:
     """Fill ``git_repo_root`` where it is NULL or blank, for sessions in exactly that ``cwd``."""
     changed = 0
     for cwd, root in cwd_to_root.items():
-        changed += conn.execute(
+        changed += rowcount(conn.execute(
             update(sessions)
             .where(sessions.c.cwd == cwd,
                    or_(sessions.c.git_repo_root.is_(None), sessions.c.git_repo_root == ""))
-            .values(git_repo_root=root)).rowcount or 0
+            .values(git_repo_root=root)))
     return changed
 
 
