@@ -28,10 +28,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from benchmarks import corpus as corpus_mod  # noqa: E402
-from benchmarks import floors  # noqa: E402
-from hermes_store import SessionDB  # noqa: E402
-from hermes_store.db import engine as eng  # noqa: E402
+from benchmarks import corpus as corpus_mod  # noqa: E402 - needs the sys.path above
+from benchmarks import floors  # noqa: E402 - needs the sys.path above
+from hermes_store import SessionDB  # noqa: E402 - needs the sys.path above
+from hermes_store.db import engine as eng  # noqa: E402 - needs the sys.path above
 
 GIN_INDEXES = floors.GIN_INDEXES
 PENDING = ("SELECT (pgstatginindex(%s::regclass)).pending_pages, "
@@ -67,7 +67,8 @@ def run(server: Any, setting: str, rows: list[corpus_mod.Row]) -> dict[str, Any]
                                   tool_calls=json.loads(r.tool_calls) if r.tool_calls else None)
                 spent = (time.perf_counter() - start) * 1000
                 after = admin.execute(PENDING, GIN_INDEXES).fetchone()
-                (flushed if any(a < b for a, b in zip(after, before)) else quiet).append(spent)
+                drained = any(a < b for a, b in zip(after, before, strict=True))
+                (flushed if drained else quiet).append(spent)
                 before = after
     finally:
         admin.close()

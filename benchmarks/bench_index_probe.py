@@ -24,11 +24,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
-from hermes_store.db import catalog, migrate
-from hermes_store.db.engine import open_engine, reading
-from hermes_store.ops import storage
-from hermes_store.repo import index_health
-from hermes_store.search.statements import search_messages
+from hermes_store.db import catalog, migrate  # noqa: E402 - needs the sys.path above
+from hermes_store.db.engine import open_engine, reading  # noqa: E402 - needs the sys.path above
+from hermes_store.ops import storage  # noqa: E402 - needs the sys.path above
+from hermes_store.repo import index_health  # noqa: E402 - needs the sys.path above
+from hermes_store.search.statements import search_messages  # noqa: E402 - needs the sys.path above
 
 # A query with no hit per route, and the indexes that route reads.
 QUERIES = {"word": ("zzqxnothing", (catalog.WORD_FTS, catalog.CJK_FTS)),

@@ -157,7 +157,7 @@ def measure(location: str, rounds: int) -> dict[str, dict[str, float]]:
         ops = operations(db, tip_ids)
         wall: dict[str, list[float]] = {name: [] for name in ops}
         cpu: dict[str, list[float]] = {name: [] for name in ops}
-        for name, op in ops.items():
+        for op in ops.values():
             op()  # warm-up
         for _ in range(rounds):
             for name, op in ops.items():

@@ -12,7 +12,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import Connection, text
 
@@ -21,7 +20,7 @@ from hermes_store.db import engine as engine_mod
 from hermes_store.db import postgres
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
-from backends import PgServer  # noqa: E402
+from backends import PgServer
 
 _folded = postgres.bound_unit
 
@@ -78,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         server.drop(url)
         server.close()
     for op, both in results.items():
-        ratios = [s / f for f, s in zip(both["folded"], both["separate"])]
+        ratios = [s / f for f, s in zip(both["folded"], both["separate"], strict=True)]
         print(f"{op:<7} folded {statistics.median(both['folded']) * 1e3:.3f} ms  separate "
               f"{statistics.median(both['separate']) * 1e3:.3f} ms  separate/folded "
               f"{statistics.median(ratios):.2f}x (per-round median)")

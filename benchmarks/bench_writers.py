@@ -44,13 +44,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from sqlalchemy import event  # noqa: E402
+from sqlalchemy import event  # noqa: E402 - needs the sys.path above
 
-from benchmarks import corpus as corpus_mod  # noqa: E402
-from benchmarks import floors  # noqa: E402
-from hermes_store import SessionDB  # noqa: E402
-from hermes_store.db import engine as eng  # noqa: E402
-from hermes_store.db import migrate  # noqa: E402
+from benchmarks import corpus as corpus_mod  # noqa: E402 - needs the sys.path above
+from benchmarks import floors  # noqa: E402 - needs the sys.path above
+from hermes_store import SessionDB  # noqa: E402 - needs the sys.path above
+from hermes_store.db import engine as eng  # noqa: E402 - needs the sys.path above
+from hermes_store.db import migrate  # noqa: E402 - needs the sys.path above
 
 CHAT = ("Could you check why the nightly deploy of the api service failed? The logs mention a "
         "timeout talking to postgres after the migration step. 昨晚的部署失败了，请看一下日志。")
@@ -295,7 +295,7 @@ def table(results: list[Result], backend: str) -> str:
         lib, low = runs.get(("library", n)), runs.get(("floor", n))
         if not lib or not low:
             continue
-        ratio = med(a.messages_per_s / b.messages_per_s for a, b in zip(lib, low))
+        ratio = med(a.messages_per_s / b.messages_per_s for a, b in zip(lib, low, strict=False))
 
         def latency(rs: list[Result]) -> str:
             return (f"{med(r.p50_ms for r in rs):.1f} · {med(r.p99_ms for r in rs):.1f} · "

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                     for q, p in (("p50", 0.5), ("p99", 0.99))}
              for kind, modes in times.items()}
     for kind, row in table.items():
-        ratios = [e / w for w, e in zip(times[kind]["window"], times[kind]["exact"])]
+        ratios = [e / w for w, e in zip(times[kind]["window"], times[kind]["exact"], strict=True)]
         row["exact_over_window"] = round(statistics.median(ratios), 2)
         print(f"{kind:<14} window p50 {row['window_p50']:8.2f} p99 {row['window_p99']:8.2f} ms"
               f"   exact p50 {row['exact_p50']:8.2f} p99 {row['exact_p99']:8.2f} ms"

@@ -72,7 +72,7 @@ def pg_corpus() -> Iterator[str]:
     data = corpus_mod.build()
     engine = engine_mod.open_engine(url)
     with SessionDB(url) as db:
-        for sid, source, model, started in data.sessions:
+        for sid, source, model, _started in data.sessions:
             db.create_session(sid, source, model=model)
     for start in range(0, len(data.rows), BATCH):
         batch = [messages.prepare_message(

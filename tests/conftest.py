@@ -22,6 +22,10 @@ from backends import POOLER_ENV, PgServer, Pooler, ReplicaPair, pg_required, poo
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import migrate
 
+# The v21 API tests' ``db`` and ``v21_db`` fixtures live beside their row builders; as a plugin
+# they reach every test module by name, with no import of the fixture for pytest to find.
+pytest_plugins = ["v21_stores"]
+
 FIXTURES = Path(__file__).parent / "fixtures"
 LEGACY_VERSIONS = (1, 2, 4, 6, 10, 11, 21)
 

@@ -81,7 +81,7 @@ def test_a_batch_to_several_sessions_bumps_each_by_its_own_rows(engine: Engine) 
 def test_kept_ids_stay_when_free_and_fresh_ids_never_reuse_a_deleted_one(engine: Engine) -> None:
     def with_ids(*ids: int, keep: bool = True):
         def unit(conn: Connection) -> list[int]:
-            rows = [dict(p.row, id=i) for p, i in zip(_prepared("batch"), ids)]
+            rows = [dict(p.row, id=i) for p, i in zip(_prepared("batch"), ids, strict=False)]
             return repo.append_many(conn, [repo.stored_message(r) for r in rows], keep_ids=keep)
         return unit
 

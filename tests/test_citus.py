@@ -234,7 +234,7 @@ def test_copy_moves_a_store_onto_citus_and_back_verified(citus_store: str,
 
 def test_messages_correlate_by_root_only_in_a_distributed_stores_statements() -> None:
     plain, spread = postgresql.dialect(), postgresql.dialect()
-    setattr(spread, "hermes_distributed", True)
+    spread.hermes_distributed = True
     newest = select(lineage.newest_message_at(lineage.sessions.c.id, 0.0,
                                               lineage.sessions.c.root_session_id))
     assert "root_session_id" not in str(newest.compile(dialect=plain))

@@ -155,7 +155,7 @@ def test_every_changing_command_works_on_every_upgraded_fixture(upgraded, versio
 
 
 def _modelled(store: str | Path, table: str, skip: frozenset[str]) -> list[tuple[Any, ...]]:
-    names = [c for c in Base.metadata.tables[table].c.keys() if c not in skip]
+    names = [c.key for c in Base.metadata.tables[table].c if c.key not in skip]
     return rows(store, f"SELECT {', '.join(names)} FROM {table} ORDER BY id")
 
 

@@ -125,9 +125,9 @@ def test_reading_a_legacy_store_through_open_engine_says_to_upgrade(legacy_db) -
     from hermes_store.errors import SchemaMismatchError
 
     path = legacy_db(6)
-    with pytest.raises(SchemaMismatchError, match="hermes-store upgrade") as info:
-        with read_session(open_engine(path)) as s:
-            s.scalars(select(ChatSession).limit(1)).all()
+    with (pytest.raises(SchemaMismatchError, match="hermes-store upgrade") as info,
+          read_session(open_engine(path)) as s):
+        s.scalars(select(ChatSession).limit(1)).all()
     assert str(path) in str(info.value) and "no such column" in str(info.value)
 
 

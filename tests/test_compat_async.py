@@ -9,12 +9,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from v21_stores import db
 
 from hermes_store import SessionDB
 from hermes_store.compat import AsyncSessionDB
-
-__all__ = ["db"]
 
 
 def test_methods_return_what_the_store_returns(db: SessionDB) -> None:

@@ -87,7 +87,7 @@ def test_the_default_path_is_resolved_at_import(monkeypatch, tmp_path: Path) -> 
     fresh = importlib.reload(compat)
     try:
         monkeypatch.setenv("HERMES_HOME", str(tmp_path / "after-import"))
-        assert fresh.DEFAULT_DB_PATH == tmp_path / "at-import" / "state.db"
+        assert tmp_path / "at-import" / "state.db" == fresh.DEFAULT_DB_PATH
         assert fresh.DEFAULT_DB_PATH.parent.name == "at-import"
     finally:
         monkeypatch.setenv("HERMES_HOME", home)

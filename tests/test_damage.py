@@ -213,9 +213,9 @@ def test_a_corrupt_index_is_reported_as_damage_never_as_no_results_and_repair_re
     con.close()
     assert "hs_fts" in _fts_integrity_errors(loaded_store)
 
-    with SessionDB(loaded_store) as db:
-        with pytest.raises(StoreDamagedError, match="hermes-store repair"):
-            db.search_messages("encapsulation")
+    with (SessionDB(loaded_store) as db,
+          pytest.raises(StoreDamagedError, match="hermes-store repair")):
+        db.search_messages("encapsulation")
     eng.dispose_all()
 
     report = recovery.repair_store(loaded_store)

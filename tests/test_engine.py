@@ -67,9 +67,9 @@ def test_readonly_open_of_a_missing_store_says_so(store_path: Path) -> None:
 
 def test_a_file_that_is_not_a_database_gives_a_clear_error(store_path: Path) -> None:
     store_path.write_bytes(b"this is not sqlite" * 400)
-    with pytest.raises(StoreUnopenableError, match="not an SQLite database"):
-        with eng.reading(eng.open_engine(store_path)) as conn:
-            conn.exec_driver_sql("SELECT 1 FROM sqlite_master").all()
+    with (pytest.raises(StoreUnopenableError, match="not an SQLite database"),
+          eng.reading(eng.open_engine(store_path)) as conn):
+        conn.exec_driver_sql("SELECT 1 FROM sqlite_master").all()
     assert store_path.read_bytes() == b"this is not sqlite" * 400
 
 

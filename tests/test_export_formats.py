@@ -3,6 +3,7 @@ user prompts, redaction everywhere, and safe output handling."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 from collections.abc import Callable
@@ -150,7 +151,7 @@ def test_an_engine_source_reads_per_session_and_writes_the_same(chat_db: Path, t
     via_engine = export_sessions(open_engine(chat_db), f"{tmp_path}/b/", None,
                                  ExportOptions(format=fmt, exported_at=stamp))
     assert (via_engine.sessions, via_engine.messages) == (via_conn.sessions, via_conn.messages)
-    for a, b in zip(sorted(via_conn.files), sorted(via_engine.files)):
+    for a, b in zip(sorted(via_conn.files), sorted(via_engine.files), strict=False):
         assert Path(a).read_bytes() == Path(b).read_bytes()
 
 
@@ -282,7 +283,7 @@ def test_trace_lines_carry_each_messages_own_time(chat_db: Path, tmp_path: Path)
         "2026-05-28T20:27:00.000Z",
     ]  # the system row is dropped
     assert lines[0]["parentUuid"] is None
-    assert all(b["parentUuid"] == a["uuid"] for a, b in zip(lines, lines[1:]))
+    assert all(b["parentUuid"] == a["uuid"] for a, b in itertools.pairwise(lines))
     assert {(line["cwd"], line["gitBranch"]) for line in lines} == {("/home/ana/app", "main")}
     assistant = lines[1]["message"]
     assert assistant["model"] == "claude-sonnet-4"

@@ -144,9 +144,8 @@ def test_context_manager_returns_the_instance_and_closes(store: str) -> None:
 
 
 def test_context_manager_never_swallows_exceptions(store: str) -> None:
-    with pytest.raises(KeyError):
-        with SessionDB(store):
-            raise KeyError("boom")
+    with pytest.raises(KeyError), SessionDB(store):
+        raise KeyError("boom")
 
 
 def test_close_is_idempotent(store: str) -> None:

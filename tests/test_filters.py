@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import func, insert, select
@@ -48,7 +48,7 @@ def test_naive_iso_times_are_local_and_aware_ones_are_converted() -> None:
     assert parse_time("2026-07-05T14:30", now=NOW) == local
     assert parse_time("2026-07-05 14:30", now=NOW) == local
     assert parse_time("2026-07-05", now=NOW) == datetime(2026, 7, 5).astimezone().timestamp()
-    aware = datetime(2026, 7, 5, 12, 30, tzinfo=timezone.utc).timestamp()
+    aware = datetime(2026, 7, 5, 12, 30, tzinfo=UTC).timestamp()
     assert parse_time("2026-07-05T14:30+02:00", now=NOW) == aware
     assert parse_time("2026-07-05T12:30Z", now=NOW) == aware
 

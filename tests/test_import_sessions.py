@@ -15,9 +15,9 @@ from hermes_store.db.engine import open_engine, reading
 from hermes_store.db.models import ChatSession, Message
 from hermes_store.errors import StoreFullError
 from hermes_store.transfer import load
+from hermes_store.transfer.builder import native_session_id
 from hermes_store.transfer.export import ExportOptions, export_sessions
 from hermes_store.transfer.load import ImportResult, import_paths
-from hermes_store.transfer.builder import native_session_id
 
 S, M = ChatSession.__table__, Message.__table__
 CLAUDE_ID = "f6019a3e-2b1c-4d5e-8f70-112233445566"

@@ -469,7 +469,7 @@ def test_empty_file(tmp_path: Path, parse: Any) -> None:
 
 def test_bad_utf8_replaced_and_line_cap(tmp_path: Path) -> None:
     good = json.dumps(_c("user", "2025-11-19T21:24:34.000Z", {"role": "user", "content": "caf\u00e9 X"}))
-    bad = good.encode().replace("X".encode(), b"\xff\xfe")
+    bad = good.encode().replace(b"X", b"\xff\xfe")
     huge = json.dumps(_c("user", "2025-11-19T21:24:35.000Z", {"role": "user", "content": "y" * 5000}))
     path = tmp_path / "p" / "x.jsonl"
     path.parent.mkdir()

@@ -35,7 +35,7 @@ UNDAMAGED = {"Rust": 60, '"raise ValueError"': 20, "类型": 9, "闭包": 3, "�
 
 
 def _shadow(index: str, suffix: str) -> str:
-    return dict(zip(catalog.FTS_SHADOW_SUFFIXES, catalog.shadow_tables(index)))[suffix]
+    return dict(zip(catalog.FTS_SHADOW_SUFFIXES, catalog.shadow_tables(index), strict=True))[suffix]
 
 
 def _zero_leaves(index: str) -> str:

@@ -105,7 +105,7 @@ def test_legacy_store_is_adopted_with_every_row_intact(legacy_db, version: int) 
         # Revision 0025 records whether the bigram index holds Latin glued to CJK.
         after = [r for r in _rows(path, table) if r.get("key") != "hs_cjk_glued_latin"]
         assert len(after) == len(rows), table
-        for old, new in zip(rows, after):
+        for old, new in zip(rows, after, strict=True):
             assert {k: _untagged(table, k, new[k]) for k in old} == old, (table, old.get("id"))
     assert _tables(path) >= set(canonical)
     assert migrate.check(path) == []

@@ -10,7 +10,6 @@ import pytest
 from sqlalchemy import Connection, text
 from sqlalchemy.engine import make_url
 
-from hermes_store import SessionDB
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import postgres
 from hermes_store.errors import StoreBusyError
@@ -85,9 +84,8 @@ def test_a_begin_message_the_server_cancels_is_store_busy_and_its_connection_reu
     with engine_mod.reading(engine) as conn:  # connected, probed, back in the pool
         conn.execute(text("SELECT 1"))
     monkeypatch.setattr(postgres, "_LOCK_BOUND", "SELECT pg_sleep(1), '{lock_ms}'")
-    with pytest.raises(StoreBusyError, match="statement_timeout"):
-        with engine_mod.reading(engine):
-            pass
+    with pytest.raises(StoreBusyError, match="statement_timeout"), engine_mod.reading(engine):
+        pass
     monkeypatch.undo()
     with engine_mod.reading(engine) as conn:  # the same pooled connection, rolled back
         assert conn.execute(text("SELECT 1")).scalar() == 1

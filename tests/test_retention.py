@@ -45,7 +45,7 @@ def compression_chain(eng: Engine, ids: list[str], ages: list[float], *, tip_ope
                       **kw) -> None:
     """A compression lineage: each segment ends 'compression', the next starts at that end;
     each segment's last message is at its end."""
-    for i, (sid, age) in enumerate(zip(ids, ages)):
+    for i, (sid, age) in enumerate(zip(ids, ages, strict=False)):
         last = i == len(ids) - 1
         add(eng, sid, age=age, started_age=ages[i - 1] if i else age + 1, msg_age=age,
             parent=ids[i - 1] if i else None, reason="user_exit" if last else "compression",

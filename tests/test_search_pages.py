@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import pytest
 from sqlalchemy import update
-from v21_stores import BASE_TS, db
+from v21_stores import BASE_TS
 
 from hermes_store import Message, SessionDB
 from hermes_store.search import statements as search_module
-
-__all__ = ["db"]
 
 messages = Message.__table__
 

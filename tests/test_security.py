@@ -246,7 +246,7 @@ def _assignments(scope: ast.AST | None, tree: ast.Module, name: str) -> list[ast
                 values.append(node.value)
             elif isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple) \
                     and len(target.elts) == len(node.value.elts):  # a, b = x, y
-                values.extend(v for t, v in zip(target.elts, node.value.elts)
+                values.extend(v for t, v in zip(target.elts, node.value.elts, strict=True)
                               if isinstance(t, ast.Name) and t.id == name)
             elif isinstance(target, ast.Tuple) and any(
                     isinstance(t, ast.Name) and t.id == name for t in target.elts):

@@ -9,11 +9,9 @@ from pathlib import Path
 
 import pytest
 from backends import sql
-from v21_stores import BASE_TS, column, db, make, v21_db
+from v21_stores import BASE_TS, column, make
 
 from hermes_store import SessionDB
-
-__all__ = ["db", "v21_db"]
 
 OLD = time.time() - 3 * 86400
 

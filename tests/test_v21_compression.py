@@ -11,12 +11,10 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
-from v21_stores import BASE_TS, column, db, holding_write_lock, make, set_columns, v21_db
+from v21_stores import BASE_TS, column, holding_write_lock, make, set_columns
 
 from hermes_store import SessionDB
 from hermes_store.db.models import CompressionLock
-
-__all__ = ["db", "v21_db"]
 
 DAY = 86400.0
 locks = CompressionLock.__table__

@@ -4,12 +4,10 @@ adopting open runs."""
 
 from __future__ import annotations
 
-from v21_stores import BASE_TS, column, config_of, db, make, set_columns, v21_db
+from v21_stores import BASE_TS, column, config_of, make, set_columns
 
 from hermes_store import SessionDB
 from hermes_store.repo import delegates
-
-__all__ = ["db", "v21_db"]
 
 
 def tag(db: SessionDB) -> int:

@@ -6,11 +6,9 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from v21_stores import BASE_TS, column, db, holding_write_lock, make, set_columns, v21_db
+from v21_stores import BASE_TS, column, holding_write_lock, make, set_columns
 
 from hermes_store import SessionDB
-
-__all__ = ["db", "v21_db"]
 
 
 def peer(store: SessionDB, sid: str, **kw) -> None:

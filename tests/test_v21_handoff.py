@@ -7,11 +7,9 @@ import sqlite3
 import threading
 
 import pytest
-from v21_stores import BASE_TS, db, make, v21_db
+from v21_stores import BASE_TS, make
 
 from hermes_store import SessionDB
-
-__all__ = ["db", "v21_db"]
 
 
 def test_a_handoff_runs_request_claim_complete(db: SessionDB) -> None:

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from backends import sql
 from sqlalchemy import func, select, update
-from v21_stores import db  # noqa: F401  (the ``db`` fixture)
 
 from hermes_store import SessionDB
 from hermes_store.db.models import ChatSession, Message

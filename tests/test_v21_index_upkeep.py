@@ -11,13 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from v21_stores import db as store
 
 from hermes_store import SessionDB
 from hermes_store.facade import upkeep
 from hermes_store.ops import storage
-
-__all__ = ["store"]
 
 # FTS5 segments and merges are SQLite's (the tests read the index's shadow tables from the
 # file); PostgreSQL search is its own slice.
@@ -25,12 +22,12 @@ pytestmark = pytest.mark.sqlite_only
 
 
 @pytest.fixture
-def db(store: SessionDB) -> Iterator[SessionDB]:
-    """The shared store (v21_stores), with thirty messages in one session."""
-    store.create_session("s1", "cli")
+def db(db: SessionDB) -> Iterator[SessionDB]:
+    """The shared ``db`` (v21_stores), with thirty messages in one session."""
+    db.create_session("s1", "cli")
     for n in range(30):
-        store.append_message("s1", "user", f"segment {n} of the lemur index")
-    yield store
+        db.append_message("s1", "user", f"segment {n} of the lemur index")
+    yield db
 
 
 def _segments(path: Path, table: str) -> int:

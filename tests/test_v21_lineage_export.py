@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from v21_stores import BASE_TS, db, make, v21_db
+from v21_stores import BASE_TS, make
 
 from hermes_store import SessionDB
-
-__all__ = ["db", "v21_db"]
 
 
 def chain(store: SessionDB) -> None:

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import pytest
 from backends import sql
-from v21_stores import BASE_TS, db, make, set_columns, v21_db
+from v21_stores import BASE_TS, make, set_columns
 
 from hermes_store import SessionDB
-
-__all__ = ["db", "v21_db"]
 
 
 def ids(rows: list[dict]) -> list[str]:

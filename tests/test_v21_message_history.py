@@ -7,11 +7,9 @@ import sqlite3
 import time
 
 import pytest
-from v21_stores import BASE_TS, column, db, v21_db
+from v21_stores import BASE_TS, column
 
 from hermes_store import SessionDB
-
-__all__ = ["db", "v21_db"]
 
 
 def conversation(db: SessionDB, sid: str = "s", roles: str = "uatuatua") -> list[int]:

@@ -8,11 +8,9 @@ import datetime as dt
 
 import pytest
 from sqlalchemy import update
-from v21_stores import BASE_TS, db, v21_db
+from v21_stores import BASE_TS
 
 from hermes_store import Message, SessionDB
-
-__all__ = ["db", "v21_db"]
 
 messages = Message.__table__
 REVIEW_SKILLS = "Review the conversation above and update the skill library."

@@ -6,11 +6,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from v21_stores import column, db, make, v21_db
+from v21_stores import column, make
 
 from hermes_store import SessionDB
-
-__all__ = ["db", "v21_db"]
 
 NOW = time.time()
 OLD = NOW - 200 * 86400

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import pytest
 from sqlalchemy import update
-from v21_stores import BASE_TS, db, v21_db
+from v21_stores import BASE_TS
 
 from hermes_store import Message, SessionDB
-
-__all__ = ["db", "v21_db"]
 
 messages = Message.__table__
 

@@ -6,13 +6,10 @@ import sqlite3
 import time
 
 import pytest
-from v21_stores import BASE_TS, db, make, set_columns, v21_db
+from v21_stores import BASE_TS, make, set_columns
 
 from hermes_store import SessionDB
 from hermes_store.repo import lookup
-
-__all__ = ["db", "v21_db"]
-
 
 # --------------------------------------------------------------------------- resume
 

@@ -4,11 +4,8 @@
 from __future__ import annotations
 
 import pytest
-from v21_stores import db
 
 from hermes_store import SessionDB
-
-__all__ = ["db"]
 
 PEER = {"session_key": "agent:main:telegram:dm:42", "chat_id": "42", "chat_type": "dm",
         "thread_id": "7", "cwd": "/work/repo"}

@@ -19,8 +19,6 @@ from hermes_store.db import topics as topics_ddl
 from hermes_store.db.models import ChatSession, TelegramTopicBinding, TelegramTopicMode
 from hermes_store.ops.recover import recover_store
 
-from v21_stores import db  # noqa: F401  (the ``db`` fixture)
-
 MODE_TABLE, BINDINGS_TABLE = "telegram_dm_topic_mode", "telegram_dm_topic_bindings"
 MODE, BINDINGS = TelegramTopicMode.__table__, TelegramTopicBinding.__table__
 SESSIONS = ChatSession.__table__

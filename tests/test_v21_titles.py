@@ -6,11 +6,9 @@ from __future__ import annotations
 import threading
 
 import pytest
-from v21_stores import BASE_TS, db, make, v21_db
+from v21_stores import BASE_TS, make
 
 from hermes_store import SessionDB
-
-__all__ = ["db", "v21_db"]
 
 
 def chain(db: SessionDB) -> None:

@@ -7,13 +7,10 @@ import threading
 
 import pytest
 from sqlalchemy import delete, select
-from v21_stores import db, v21_db
 
 from hermes_store import SessionDB
 from hermes_store.db.models import SessionModelUsage
 from hermes_store.repo import usage
-
-__all__ = ["db", "v21_db"]
 
 usage_table = SessionModelUsage.__table__
 

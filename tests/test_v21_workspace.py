@@ -6,12 +6,9 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from v21_stores import BASE_TS, column, config_of, db, holding_write_lock, make, v21_db
+from v21_stores import BASE_TS, column, config_of, holding_write_lock, make
 
 from hermes_store import SessionDB
-
-__all__ = ["db", "v21_db"]
-
 
 # --------------------------------------------------------------------------- cwd
 

@@ -246,11 +246,10 @@ def test_a_filesystem_without_os_locks_falls_back_to_the_busy_timeout(head_db: P
         raise OSError(errno.ENOLCK, "No locks available")
 
     monkeypatch.setattr(writer_queue.fcntl, "flock", refuse)
-    with caplog.at_level(logging.WARNING, logger=eng.__name__):
-        with SessionDB(head_db) as db:
-            db.create_session("s1", "cli")
-            for n in range(3):
-                db.append_message("s1", "user", f"without the queue {n}")
+    with caplog.at_level(logging.WARNING, logger=eng.__name__), SessionDB(head_db) as db:
+        db.create_session("s1", "cli")
+        for n in range(3):
+            db.append_message("s1", "user", f"without the queue {n}")
     assert len(calls) == 1  # refused once, then not asked again for this file
     warnings = [r.getMessage() for r in caplog.records if "no OS file lock" in r.getMessage()]
     assert len(warnings) == 1 and "state.db-writer.lock" in warnings[0]

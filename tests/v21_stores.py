@@ -1,7 +1,8 @@
 """The stores the v21 API tests of compression, gateway, handoff and lookup run on, and a few
 row builders. One place to change when the tests run over a second backend.
 
-Test modules import the fixtures by name (``from v21_stores import db, v21_db``)."""
+tests/conftest.py registers this module as a plugin, so its fixtures (``db``, ``v21_db``) reach
+every test module by name; the row builders are imported (``from v21_stores import make``)."""
 
 from __future__ import annotations
 
