@@ -8,6 +8,8 @@ of named ids do not). The agent's per-session files go after commit, for every s
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import math
 import os
@@ -46,15 +48,11 @@ def remove_session_files(sessions_dir: PathArg, ids: Sequence[str]) -> None:
     root = Path(sessions_dir)
     for sid in ids:
         targets = [root / f"{sid}.json", root / f"{sid}.jsonl"]
-        try:
+        with contextlib.suppress(OSError, ValueError):
             targets.extend(p for p in root.glob(f"request_dump_{_glob_escape(sid)}_*.json"))
-        except (OSError, ValueError):
-            pass
         for target in targets:
-            try:
+            with contextlib.suppress(OSError):
                 target.unlink()
-            except OSError:
-                pass
 
 
 def _glob_escape(text: str) -> str:
@@ -205,8 +203,9 @@ def archive_sessions(db: SessionDB, older_than_days: float | None = None,
         c, older_than=cutoff, where=where, now=now, dry_run=True, rule=retention.V21))
     archived = 0
     for lineage in selected.candidates:
-        outcome = write(db, lambda c, tip=lineage.tip_id: retention.set_lineage_archived(
-            c, tip, True), what="archive_sessions")
+        outcome = write(db, functools.partial(retention.set_lineage_archived,
+                                              session_id=lineage.tip_id, archived=True),
+                        what="archive_sessions")
         archived += outcome.changed
     return archived
 

@@ -21,8 +21,10 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
 
+from hermes_store.content import check_text
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import replica
+from hermes_store.db.sqlite_driver import dbapi_of
 from hermes_store.errors import BackendNotSupportedError
 from hermes_store.facade import (
     arguments,
@@ -116,7 +118,7 @@ class SessionDB:
         self._closed = True
         if self._raw is not None:
             try:
-                self._raw.driver_connection.row_factory = None
+                dbapi_of(self._raw).row_factory = None
                 self._raw.close()
             except Exception:  # noqa: BLE001 - closing must not fail
                 pass
@@ -137,8 +139,8 @@ class SessionDB:
         eng = self._sqlite_only("the raw sqlite3 connection (_conn)")
         if self._raw is None:
             self._raw = eng.raw_connection()
-            self._raw.driver_connection.row_factory = sqlite3.Row
-        return self._raw.driver_connection  # type: ignore[no-any-return]
+            dbapi_of(self._raw).row_factory = sqlite3.Row
+        return dbapi_of(self._raw)
 
     def _sqlite_only(self, what: str) -> Engine:
         eng = self.engine
@@ -172,7 +174,7 @@ class SessionDB:
         self._sqlite_only("_execute_write (a raw sqlite3 connection)")
 
         def unit(conn: Connection) -> T:
-            raw = conn.connection.driver_connection
+            raw = dbapi_of(conn.connection)
             raw.row_factory = sqlite3.Row
             try:
                 return fn(raw)
@@ -199,7 +201,7 @@ class SessionDB:
         sessions.check_session_id(session_id)
         if not isinstance(source, str):
             raise TypeError(f"source must be a str, not {type(source).__name__}")
-        sessions.check_text("source", source)
+        check_text("source", source)
         values = sessions.prepare_create_fields(session_id, kwargs)
         now = _now()
         return self._write(lambda c: sessions.create_or_fill(c, session_id, source, values, now),
@@ -233,7 +235,7 @@ class SessionDB:
     def end_session(self, session_id: str, end_reason: str) -> None:
         if not self._id_ok(session_id):
             return
-        sessions.check_text("end_reason", end_reason)
+        check_text("end_reason", end_reason)
         now = _now()
         self._write(lambda c: sessions.end_session(c, session_id, end_reason, now),
                     what="end_session")
@@ -245,7 +247,7 @@ class SessionDB:
     def update_system_prompt(self, session_id: str, system_prompt: str | None) -> None:
         if not self._id_ok(session_id):
             return
-        sessions.check_text("system_prompt", system_prompt)
+        check_text("system_prompt", system_prompt)
         self._write(lambda c: sessions.update_system_prompt(c, session_id, system_prompt),
                     what="update_system_prompt")
 
