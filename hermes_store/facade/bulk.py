@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol, TypedDict
 
 from sqlalchemy import ColumnElement, and_
 
@@ -233,13 +233,22 @@ def _last_auto_prune(db: SessionDB) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
+class AutoMaintenance(TypedDict):
+    """What ``maybe_auto_prune_and_vacuum`` did (docs/v21.md#bulk); ``error`` only on failure."""
+
+    skipped: bool
+    pruned: int
+    vacuumed: bool
+    error: NotRequired[str]
+
+
 def maybe_auto_prune_and_vacuum(db: _Vacuuming, retention_days: int = 90,
                                 min_interval_hours: int = 24, vacuum: bool = True,
-                                sessions_dir: PathArg = None) -> dict[str, Any]:
+                                sessions_dir: PathArg = None) -> AutoMaintenance:
     """Prune at most once per interval, then vacuum if anything went; never raises. A failure
     adds ``"error"``; a failed prune leaves the marker as it was, so the next start retries."""
     started = time.time()
-    outcome: dict[str, Any] = {"skipped": False, "pruned": 0, "vacuumed": False}
+    outcome: AutoMaintenance = {"skipped": False, "pruned": 0, "vacuumed": False}
     try:
         last = _last_auto_prune(db)
         if last is not None and started - last < float(min_interval_hours) * 3600:

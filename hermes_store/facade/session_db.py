@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy.pool import PoolProxiedConnection
 
 from hermes_store.content import check_text
 from hermes_store.db import engine as engine_mod
@@ -83,7 +84,7 @@ class SessionDB:
         with read-your-writes for this process (docs/scale-out.md#read-replicas).
         """
         self._closed = True
-        self._raw: Any = None
+        self._raw: PoolProxiedConnection | None = None
         self._route: replica.ReadRoute | None = None
         self._write_count = itertools.count(1)
         try:

@@ -26,7 +26,7 @@ from pathlib import Path
 try:
     import fcntl
 except ImportError:  # not POSIX: no lock tells a live partial from a stale one
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # the module is absent off POSIX
 
 from hermes_store.db.engine import FILE_MODE, open_engine
 from hermes_store.db.sqlite_driver import dbapi_of
