@@ -215,6 +215,8 @@ class SessionDB:
         return self.create_session(session_id, source, **kwargs)
 
     def get_session(self, session_id: str) -> dict[str, Any] | None:
+        """The session's row, or None. A plain dict: it is every column ``sessions`` has in
+        this store, and the agent's newer releases add columns we do not know of."""
         if not self._id_ok(session_id):
             return None
         return self._read(lambda c: sessions.get_session(c, session_id))
@@ -299,6 +301,7 @@ class SessionDB:
         return self._read(lambda c: sessions.get_title(c, session_id))
 
     def get_session_by_title(self, title: str) -> dict[str, Any] | None:
+        """The row (as :meth:`get_session`) of the session with that title, or None."""
         cleaned = titles.clean_lookup_title(self._title_arg(title))
         if cleaned is None:
             return None
@@ -341,6 +344,8 @@ class SessionDB:
     # ----------------------------------------------------------------- export
 
     def export_session(self, session_id: str) -> dict[str, Any] | None:
+        """The session's row (as :meth:`get_session`, so a plain dict) with its active
+        ``messages``, or None."""
         if not self._id_ok(session_id):
             return None
 
@@ -355,7 +360,9 @@ class SessionDB:
 
     def iter_export(self, source: str | None = None, *,
                     batch: int = 200) -> Iterator[dict[str, Any]]:
-        """``export_all`` one session at a time, reading in short transactions of ``batch``."""
+        """``export_all`` one session at a time, reading in short transactions of ``batch``.
+        Each is the session's row (as :meth:`get_session`, so a plain dict) with
+        ``last_active`` and ``messages``."""
         order = self._read(lambda c: queries.iter_session_ids_for_export(c, source=source))
         for start in range(0, len(order), batch):
             page = order[start:start + batch]
