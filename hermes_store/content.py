@@ -168,10 +168,10 @@ def encode_content(content: object) -> str | None:
 
 def _marked_str(value: Any) -> str | None:
     """The str :func:`encode_content` wrapped as a flagged text part, else None."""
-    if isinstance(value, dict) and value.get(MARKED_STR_KEY) is True \
-            and isinstance(value.get("text"), str):
-        return MULTIMODAL_PREFIX + value["text"]
-    return None
+    if not isinstance(value, dict) or value.get(MARKED_STR_KEY) is not True:
+        return None
+    text = value.get("text")
+    return MULTIMODAL_PREFIX + text if isinstance(text, str) else None
 
 
 def decode_content(stored: str | None) -> Any:
@@ -309,7 +309,8 @@ def calls_of(stored: Any) -> list[dict[str, Any]]:
     for c in calls if isinstance(calls, list) else []:
         if not isinstance(c, dict):
             continue
-        fn = c.get("function") if isinstance(c.get("function"), dict) else c
+        function = c.get("function")
+        fn = function if isinstance(function, dict) else c
         out.append({"id": c.get("id") or c.get("call_id"), "name": fn.get("name") or "unknown",
                     "arguments": fn.get("arguments", fn.get("input"))})
     return out

@@ -17,7 +17,6 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from hermes_store.errors import StoreNotFoundError, StoreUnopenableError, UsageError
@@ -153,7 +152,7 @@ def resolve_location(db: str | os.PathLike[str] | URL | StoreLocation | None = N
         return db
     if db is not None and not isinstance(db, (str, os.PathLike)):
         return StoreLocation.for_url(db)  # a SQLAlchemy URL
-    if explicit:
+    if explicit and db is not None:
         if isinstance(db, str) and looks_like_url(db):
             return StoreLocation.for_url(db)
         return StoreLocation.for_path(db)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from hermes_store.db import names
 from hermes_store.db.fts5_ddl import Fts5Options as Fts5Options  # re-exported
 from hermes_store.db.fts5_ddl import fts5_options as fts5_options  # re-exported
+from hermes_store.db.sqlite_driver import dbapi_of
 
 # Our FTS5 indexes, live and retired (an adopted file's inline ones, renamed aside). Only these
 # names are treated as ours: a user table called "app_config" is never touched, nor the agent's
@@ -340,9 +341,12 @@ def search_layout(conn: Connection) -> SearchLayout:
         # 0018 and only a downgrade takes it away, and one round trip less was a tenth of a
         # "newest first" search.
         known = conn.info.get(_PG_LAYOUT_KEY)
-        if known is not None:
-            return known  # type: ignore[no-any-return]
-        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        if isinstance(known, SearchLayout):
+            return known
+        driver = conn.connection.driver_connection
+        if driver is None:
+            raise TypeError("the connection has no driver connection (it was closed)")
+        cursor = driver.cursor()
         try:
             word, trigram, bigram = cursor.execute(_PG_LAYOUT).fetchone()
         finally:
@@ -351,16 +355,16 @@ def search_layout(conn: Connection) -> SearchLayout:
         if word and trigram and bigram:
             conn.info[_PG_LAYOUT_KEY] = found
         return found
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    cursor = dbapi_of(conn.connection).cursor()
     try:
         names_json, recorded, glued = cursor.execute(_LAYOUT).fetchone()
     finally:
         cursor.close()
-    found = frozenset(json.loads(names_json or "[]"))
-    window = _read_window(conn) if recorded and BACKFILL_WINDOW_VIEW in found else None
-    return SearchLayout(names.WORD_INDEX in found, names.TRIGRAM_INDEX in found,
-                        CJK_SIDE_TABLE in found, names.RETIRED_WORD_INDEX in found,
-                        names.RETIRED_TRIGRAM_INDEX in found, window, glued != "0")
+    present = frozenset(json.loads(names_json or "[]"))
+    window = _read_window(conn) if recorded and BACKFILL_WINDOW_VIEW in present else None
+    return SearchLayout(names.WORD_INDEX in present, names.TRIGRAM_INDEX in present,
+                        CJK_SIDE_TABLE in present, names.RETIRED_WORD_INDEX in present,
+                        names.RETIRED_TRIGRAM_INDEX in present, window, glued != "0")
 
 
 def backfill_window(conn: Connection) -> tuple[int, int] | None:

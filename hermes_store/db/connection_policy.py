@@ -7,6 +7,7 @@ live here once. Importing this module loads no SQLAlchemy.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
@@ -54,10 +55,8 @@ def _durable_on_macos(conn: sqlite3.Connection) -> None:
     if sys.platform != "darwin":
         return
     for pragma in ("PRAGMA checkpoint_fullfsync=1", "PRAGMA synchronous=FULL"):
-        try:
+        with contextlib.suppress(sqlite3.Error):
             conn.execute(pragma)
-        except sqlite3.Error:
-            pass
 
 
 def apply_wal_with_fallback(conn: sqlite3.Connection, *, db_label: str = "state.db") -> str:

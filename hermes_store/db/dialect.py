@@ -31,7 +31,7 @@ own way, so that repositories stay dialect-free.
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar
+from typing import Any
 
 from sqlalchemy import (
     REAL,
@@ -56,10 +56,13 @@ from sqlalchemy import table as table_clause
 from sqlalchemy.dialects.postgresql import DOUBLE_PRECISION, JSONB, REGCLASS
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import FunctionElement
 from sqlalchemy.sql.visitors import InternalTraversal
+from sqlalchemy.types import TypeEngine
 
 PG = "postgresql"
 
@@ -89,7 +92,7 @@ def unescape_nul(stored: str) -> str:
 # and code-point ordered text.
 TEXT = Text().with_variant(Text(collation="C"), PG)
 INTEGER = Integer().with_variant(BigInteger(), PG)
-FLOAT = REAL().with_variant(DOUBLE_PRECISION(), PG)
+FLOAT: TypeEngine[float] = REAL[float]().with_variant(DOUBLE_PRECISION[float](), PG)
 
 
 # --------------------------------------------------------------------------- statements
@@ -179,8 +182,10 @@ def keep_ids_above(db: Connection | Session, table: Table, highest: int) -> None
         return
     seq = _SQLITE_SEQUENCE
     moved = db.execute(seq.update().where(seq.c.name == table.name)
-                       .values(seq=greatest(seq.c.seq, literal(highest, BigInteger())))).rowcount
-    if not moved:
+                       .values(seq=greatest(seq.c.seq, literal(highest, BigInteger()))))
+    if not isinstance(moved, CursorResult):
+        raise TypeError(f"an UPDATE returned {type(moved).__name__}, not a CursorResult")
+    if not moved.rowcount:
         db.execute(seq.insert().values(name=table.name, seq=highest))
 
 
@@ -196,12 +201,12 @@ class greatest(FunctionElement[Any]):
 
 
 @compiles(greatest)
-def _greatest_sqlite(element: greatest, compiler: Any, **kw: Any) -> str:
+def _greatest_sqlite(element: greatest, compiler: SQLCompiler, **kw: Any) -> str:
     return f"max({compiler.process(element.clauses, **kw)})"
 
 
 @compiles(greatest, PG)
-def _greatest_pg(element: greatest, compiler: Any, **kw: Any) -> str:
+def _greatest_pg(element: greatest, compiler: SQLCompiler, **kw: Any) -> str:
     return f"GREATEST({compiler.process(element.clauses, **kw)})"
 
 
@@ -210,7 +215,7 @@ class starts_with(ColumnElement[bool]):
 
     inherit_cache = True
     type = Boolean()
-    _traverse_internals: ClassVar[list[tuple[str, Any]]] = [
+    _traverse_internals = [
         ("expr", InternalTraversal.dp_clauseelement), ("prefix", InternalTraversal.dp_string)]
 
     def __init__(self, expr: ColumnElement[Any], prefix: str) -> None:
@@ -219,14 +224,14 @@ class starts_with(ColumnElement[bool]):
 
 
 @compiles(starts_with)
-def _starts_with_sqlite(element: starts_with, compiler: Any, **kw: Any) -> str:
+def _starts_with_sqlite(element: starts_with, compiler: SQLCompiler, **kw: Any) -> str:
     raw = element.prefix.encode()
     head = func.substr(cast(element.expr, LargeBinary), 1, len(raw))
     return compiler.process(head == literal(raw, LargeBinary), **kw)
 
 
 @compiles(starts_with, PG)
-def _starts_with_pg(element: starts_with, compiler: Any, **kw: Any) -> str:
+def _starts_with_pg(element: starts_with, compiler: SQLCompiler, **kw: Any) -> str:
     # The prefix travels as a parameter, which the connection escapes as it does every
     # string; only the length must count the stored (escaped) form.
     head = func.substr(element.expr, 1, len(escape_nul(element.prefix)))

@@ -26,6 +26,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection
 from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.types import Boolean
 
@@ -119,7 +120,7 @@ class SameRoot(ColumnElement[bool]):
 
 
 @compiles(SameRoot)
-def _same_root(element: SameRoot, compiler: Any, **kw: Any) -> str:
+def _same_root(element: SameRoot, compiler: SQLCompiler, **kw: Any) -> str:
     if not getattr(compiler.dialect, _FLAG, False):
         return "1 = 1"
     own = compiler.process(element.message_session, **kw)
@@ -141,13 +142,15 @@ def explains(diff: Any) -> bool:
 def _reshaped(item: Any) -> bool:
     kind = item[0]
     if kind in ("add_fk", "remove_fk"):
-        return item[1].referred_table.name == "sessions"
+        referred: str = item[1].referred_table.name
+        return referred == "sessions"
     if kind in ("add_index", "remove_index"):
         return item[1].name in (*DROPPED_INDEXES, "idx_sessions_title")
     if kind == "modify_nullable":
         return item[2] in DISTRIBUTED and item[3] == "root_session_id"
     if kind == "remove_column":
-        return item[2] == "messages" and item[3].name == "root_session_id"
+        column_name: str = item[3].name
+        return item[2] == "messages" and column_name == "root_session_id"
     return False
 
 

@@ -44,27 +44,21 @@ from sqlalchemy import Connection, Engine, create_engine, event, exc
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
 
-from hermes_store.db import connection_policy, identity, postgres, writer_queue
-from hermes_store.db.connection_policy import (  # noqa: F401 - the policy, re-exported
-    BUSY_TIMEOUT_S,
-    JOURNAL_SIZE_LIMIT,
-    _wal_warned,
-    apply_wal_with_fallback,
-)
-from hermes_store.db.sqlite_driver import (  # noqa: F401 - re-exported from their old home
-    decode_text,
-    is_full_error,
-    is_lock_error,
-    is_malformed_db_error,
-    load_agent_tokenizer,
-    unwrap,
-)
-from hermes_store.errors import (
-    BackendNotSupportedError,
-    StoreBusyError,
-    StoreNotFoundError,
-    StoreReplacedError,
-)
+from hermes_store.db import connection_policy, engine_info, identity, postgres, writer_queue
+
+# ``X as X``: the policy and the driver helpers, re-exported from their old home here.
+from hermes_store.db.connection_policy import BUSY_TIMEOUT_S as BUSY_TIMEOUT_S
+from hermes_store.db.connection_policy import JOURNAL_SIZE_LIMIT as JOURNAL_SIZE_LIMIT
+from hermes_store.db.connection_policy import _wal_warned as _wal_warned
+from hermes_store.db.connection_policy import apply_wal_with_fallback as apply_wal_with_fallback
+from hermes_store.db.sqlite_driver import dbapi_of
+from hermes_store.db.sqlite_driver import decode_text as decode_text
+from hermes_store.db.sqlite_driver import is_full_error as is_full_error
+from hermes_store.db.sqlite_driver import is_lock_error as is_lock_error
+from hermes_store.db.sqlite_driver import is_malformed_db_error as is_malformed_db_error
+from hermes_store.db.sqlite_driver import load_agent_tokenizer as load_agent_tokenizer
+from hermes_store.db.sqlite_driver import unwrap as unwrap
+from hermes_store.errors import BackendNotSupportedError, StoreBusyError
 from hermes_store.paths import StoreLocation, open_problem, require_parent, resolve_location
 
 log = logging.getLogger(__name__)
@@ -182,7 +176,7 @@ def _install_transaction_control(engine: Engine) -> None:
             raise ValueError(f"unknown BEGIN mode {mode!r}")
         # On the driver: a statement through SQLAlchemy costs more than BEGIN itself, and
         # errors raised here are wrapped by SQLAlchemy all the same.
-        conn.connection.driver_connection.execute(f"BEGIN {mode}")  # type: ignore[union-attr]
+        dbapi_of(conn.connection).execute(f"BEGIN {mode}")
 
 
 def _make_engine(path: str, readonly: bool, location: StoreLocation) -> Engine:
@@ -197,8 +191,8 @@ def _make_engine(path: str, readonly: bool, location: StoreLocation) -> Engine:
         max_overflow=8,
     )
     _install_transaction_control(engine)
-    engine.info = {"path": path, "readonly": readonly,  # type: ignore[attr-defined]
-                   "identity": file_id, "location": location}
+    engine_info.attach(engine, {"path": path, "readonly": readonly,
+                                "identity": file_id, "location": location})
     if not readonly:
         event.listen(engine, "connect", functools.partial(identity.note_sidecars, path))
     return engine
@@ -239,8 +233,8 @@ def is_server(engine: Engine) -> bool:
 
 
 def engine_location(engine: Engine) -> StoreLocation:
-    found = engine.info.get("location")  # type: ignore[attr-defined]
-    return found if found is not None else StoreLocation.for_path(str(engine.url.database))
+    found = engine_info.info_of(engine).get("location")
+    return found if isinstance(found, StoreLocation) else StoreLocation.for_path(str(engine.url.database))
 
 
 def engine_path(engine: Engine) -> str:
@@ -291,7 +285,7 @@ def _writer_turn(engine: Engine, state: _FileState, deadline: float) -> Iterator
     """
     fd = None
     if (writer_queue.AVAILABLE and state.queue_usable and not state.queue_depth
-            and not engine.info.get("readonly")):  # type: ignore[attr-defined]
+            and not engine_info.info_of(engine).get("readonly")):
         path = engine_path(engine)
         try:
             fd = writer_queue.join(path, deadline)
@@ -392,7 +386,7 @@ def run_write(engine: Engine, fn: Callable[[Connection], T], *, budget: float = 
                     postgres.begin_write(conn, level, BUSY_TIMEOUT_S,
                                          max(0.001, deadline - time.monotonic()))
                 else:
-                    identity.check_same_files(engine_path(engine), engine.info, conn)
+                    identity.check_same_files(engine_path(engine), engine_info.info_of(engine), conn)
                 return fn(conn)
 
     result = _retrying(engine, attempt, budget=budget, what=what)
@@ -421,8 +415,8 @@ def vacuum(engine: Engine, *, budget: float = WRITE_BUDGET_S) -> None:
 
     def attempt() -> None:
         with engine.connect() as conn:
-            identity.check_same_files(engine_path(engine), engine.info, conn)
-            conn.connection.driver_connection.execute("VACUUM")  # type: ignore[union-attr]
+            identity.check_same_files(engine_path(engine), engine_info.info_of(engine), conn)
+            dbapi_of(conn.connection).execute("VACUUM")
 
     _retrying(engine, attempt, budget=budget, what="vacuum")
 

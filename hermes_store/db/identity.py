@@ -10,6 +10,7 @@ import sqlite3
 from typing import Any
 
 from sqlalchemy import Connection
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from hermes_store.errors import StoreReplacedError
 
@@ -23,9 +24,9 @@ def sidecar_ids(path: str) -> tuple[tuple[int, int] | None, ...]:
     return tuple(of(path + suffix) for suffix in _SIDECAR_SUFFIXES)
 
 
-def note_sidecars(path: str, _dbapi: sqlite3.Connection, record: object) -> None:
+def note_sidecars(path: str, _dbapi: sqlite3.Connection, record: ConnectionPoolEntry) -> None:
     # The connect hook has run ``PRAGMA journal_mode``, which opens (or creates) both files.
-    record.info[_SIDECARS] = sidecar_ids(path)  # type: ignore[attr-defined]
+    record.info[_SIDECARS] = sidecar_ids(path)
 
 
 def of(path: str) -> tuple[int, int] | None:
@@ -59,7 +60,8 @@ def check_same_files(path: str, info: dict[str, Any], conn: Connection) -> None:
     opened, current = opened_by.get(_SIDECARS), sidecar_ids(path)
     if opened is None:
         return
-    for suffix, was, now in zip(_SIDECAR_SUFFIXES, opened, current):
+    # Both tuples come from sidecar_ids, one entry per suffix.
+    for suffix, was, now in zip(_SIDECAR_SUFFIXES, opened, current, strict=True):
         if was is not None and now != was and _holds_unlinked(path + suffix) is not False:
             raise StoreReplacedError(
                 f"{path}{suffix} was deleted or replaced while this process had the store open"

@@ -53,7 +53,9 @@ from hermes_store.db.engine import (
     run_write,
 )
 from hermes_store.db.revisions import script_location
-from hermes_store.db.schema_state import SchemaStatus, status, status_of  # noqa: F401 - re-exported
+from hermes_store.db.schema_state import SchemaStatus as SchemaStatus  # re-exported, as below
+from hermes_store.db.schema_state import status as status
+from hermes_store.db.schema_state import status_of as status_of
 from hermes_store.errors import SchemaMismatchError, StoreNotFoundError
 from hermes_store.paths import StoreLocation, resolve_location
 

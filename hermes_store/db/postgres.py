@@ -52,22 +52,21 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, exc, text
 
-from hermes_store.db import catalog, distribution
+from hermes_store.db import catalog, distribution, engine_info
 from hermes_store.db.dialect import NUL_ESCAPE, escape_nul, unescape_nul
 from hermes_store.errors import (
     BackendNotSupportedError,
     HermesStoreError,
     PoolerError,
+    StoreAuthError,
     StoreBusyError,
     StoreFullError,
     StoreIntegrityError,
-    StoreAuthError,
     StoreNotFoundError,
     StoreReadOnlyError,
     StoreUnavailableError,
 )
 from hermes_store.paths import StoreLocation
-
 
 WRITE_ISOLATION = "SERIALIZABLE"
 READ_COMMITTED = "READ COMMITTED"
@@ -134,7 +133,8 @@ def open_engine(location: StoreLocation, readonly: bool) -> Engine:
 def hold(engine: Engine) -> None:
     """A ``SessionDB`` opened on ``engine``; each :func:`release` ends one such hold."""
     with _registry_lock:
-        engine.info[_HOLDERS] = engine.info.get(_HOLDERS, 0) + 1  # type: ignore[attr-defined]
+        info = engine_info.info_of(engine)
+        info[_HOLDERS] = info.get(_HOLDERS, 0) + 1
 
 
 def release(engine: Engine) -> None:
@@ -142,8 +142,9 @@ def release(engine: Engine) -> None:
     and forget the engine (a later open makes a new one). Connections lent out at that moment
     close when they come back."""
     with _registry_lock:
-        left = max(engine.info.get(_HOLDERS, 0) - 1, 0)  # type: ignore[attr-defined]
-        engine.info[_HOLDERS] = left  # type: ignore[attr-defined]
+        info = engine_info.info_of(engine)
+        left = max(info.get(_HOLDERS, 0) - 1, 0)
+        info[_HOLDERS] = left
         if left:
             return
         for key in [k for k, e in _engines.items() if e is engine]:
@@ -176,10 +177,10 @@ def make_engine(location: StoreLocation, readonly: bool) -> Engine:
         raise BackendNotSupportedError(
             f"{location.display}: PostgreSQL support needs psycopg 3; install it with "
             "pip install 'hermes-store[postgres]'") from err
-    engine.info = {"location": location, "readonly": readonly}  # type: ignore[attr-defined]
+    info = engine_info.attach(engine, {"location": location, "readonly": readonly})
     event.listen(engine, "connect", _nul_safe_text)
     event.listen(engine, "first_connect", functools.partial(distribution.note, engine.dialect))
-    event.listen(engine, "connect", functools.partial(_probe_role, engine.info, prepare_chosen))
+    event.listen(engine, "connect", functools.partial(_probe_role, info, prepare_chosen))
     event.listen(engine, "checkin", _idle_from_now)
     event.listen(engine, "checkout", functools.partial(_lend, engine.dialect))
     return engine
@@ -234,7 +235,10 @@ def _nul_safe_text(dbapi_conn: Any, _record: Any) -> None:
 
 
 def location_of(engine: Engine) -> StoreLocation:
-    return engine.info["location"]  # type: ignore[attr-defined,no-any-return]
+    location = engine_info.info_of(engine)["location"]
+    if not isinstance(location, StoreLocation):
+        raise TypeError(f"{engine!r} carries no StoreLocation")
+    return location
 
 
 def connect(engine: Engine) -> Connection:
@@ -324,7 +328,7 @@ def unwrap(err: BaseException, location: StoreLocation,
 
 def translate(engine: Engine, err: BaseException) -> BaseException:
     """:func:`unwrap` for an error raised on ``engine``'s connections."""
-    return unwrap(err, location_of(engine), engine.info)  # type: ignore[attr-defined]
+    return unwrap(err, location_of(engine), engine_info.info_of(engine))
 def _out_of_time(location: StoreLocation, err: BaseException) -> StoreBusyError:
     """A statement past its budget (ours, or a ``statement_timeout`` the URL sets) or a lock not
     granted in time: the transaction was rolled back, nothing was written."""
@@ -492,17 +496,17 @@ def through_pooler(engine: Engine) -> bool:
     """Whether the engine's connections go through a connection pooler (known once one
     connected)."""
     _learn(engine)
-    return bool(engine.info.get(_POOLED))  # type: ignore[attr-defined]
+    return bool(engine_info.info_of(engine).get(_POOLED))
 
 
 def is_standby(engine: Engine) -> bool:
     """Whether the server is a hot standby (in recovery): it serves reads only."""
     _learn(engine)
-    return bool(engine.info.get(_STANDBY))  # type: ignore[attr-defined]
+    return bool(engine_info.info_of(engine).get(_STANDBY))
 
 
 def _learn(engine: Engine) -> None:
-    if _STANDBY not in engine.info:  # type: ignore[attr-defined]
+    if _STANDBY not in engine_info.info_of(engine):
         with connect(engine):
             pass
 

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from sqlalchemy import Connection, Engine, text
 
 from hermes_store.db import engine as engine_mod
+from hermes_store.db import engine_info
 
 _LAST_WRITE = "hermes_last_write"
 _PRIMARY_POSITION = text("SELECT pg_current_wal_lsn()::text")
@@ -37,7 +38,7 @@ _REPLAYED = text("SELECT coalesce(pg_last_wal_replay_lsn() >= CAST(:lsn AS pg_ls
 
 def note_write(primary: Engine) -> None:
     """This process committed a write on ``primary`` (called once the write returned)."""
-    primary.info[_LAST_WRITE] = time.monotonic()  # type: ignore[index]
+    engine_info.info_of(primary)[_LAST_WRITE] = time.monotonic()
 
 
 class ReadRoute:
@@ -53,7 +54,7 @@ class ReadRoute:
         self._fenced_at = float("-inf")
 
     def _pending_fence(self) -> str | None:
-        last = self.primary.info.get(_LAST_WRITE)  # type: ignore[attr-defined]
+        last = engine_info.info_of(self.primary).get(_LAST_WRITE)
         with self._lock:
             if last is not None and last >= self._fenced_at:
                 taken = time.monotonic()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hermes_store.db import catalog, revisions
 from hermes_store.paths import StoreLocation, resolve_location
@@ -19,6 +19,7 @@ from hermes_store.paths import StoreLocation, resolve_location
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
     from sqlalchemy.engine import URL
+    from typing_extensions import TypeIs
 
     Target = str | os.PathLike[str] | URL | StoreLocation | Engine | None
 
@@ -80,7 +81,7 @@ def status(target: Target = None) -> SchemaStatus:
 
         if location.path is not None and not raw.held(location.path):
             with raw.reading(location.path) as conn:
-                return status_of(conn)  # type: ignore[arg-type]
+                return status_of(conn)  # type: ignore[arg-type]  # raw's stand-in does what it asks
         from hermes_store.db.engine import open_engine
 
         engine = open_engine(location, readonly=True)
@@ -90,7 +91,7 @@ def status(target: Target = None) -> SchemaStatus:
         return status_of(conn)
 
 
-def _is_engine(target: Any) -> bool:
+def _is_engine(target: object) -> TypeIs[Engine]:
     sa = sys.modules.get("sqlalchemy")  # not loaded: nothing can be an Engine
     return sa is not None and isinstance(target, sa.Engine)
 

@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hermes_store.errors import (
     AgentTokenizerError,
@@ -27,8 +28,22 @@ from hermes_store.errors import (
 )
 from hermes_store.paths import hermes_home
 
+if TYPE_CHECKING:
+    from sqlalchemy.pool import PoolProxiedConnection
+
 # A derived search table that is gone while its triggers remain: every append then fails.
 _SEARCH_TABLE_MISSING = re.compile(r"no such table: (?:main\.)?((?:hs_|messages_(?:fts|cjk))\w*)")
+
+
+def dbapi_of(pooled: PoolProxiedConnection) -> sqlite3.Connection:
+    """The pysqlite connection behind a file store's pooled connection (``conn.connection``,
+    ``engine.raw_connection()``), which SQLAlchemy types as any driver's."""
+    driver = pooled.driver_connection
+    if not isinstance(driver, sqlite3.Connection):
+        raise TypeError(f"a SQLite store's connection holds {type(driver).__name__}, "
+                        "not a sqlite3 connection")
+    return driver
+
 
 # --------------------------------------------------------------------------- the agent's tokenizer
 
@@ -99,7 +114,7 @@ def _sqlite_error(err: BaseException) -> BaseException:
     # Read without importing SQLAlchemy (the reading commands' stdlib path never loads it):
     # while it is not loaded, no error can be one of its wrappers.
     exc = sys.modules.get("sqlalchemy.exc")
-    if exc is not None and isinstance(err, exc.DBAPIError) and err.orig is not None:
+    if exc is not None and isinstance(err, exc.DBAPIError) and isinstance(err.orig, BaseException):
         return err.orig
     return err
 

@@ -22,12 +22,12 @@ import re
 from sqlalchemy import Connection
 
 from hermes_store.db import catalog
-from hermes_store.db.models import TelegramTopicBinding, TelegramTopicMode
+from hermes_store.db.models import TOPIC_BINDINGS, TOPIC_MODES
 
 log = logging.getLogger(__name__)
 
-MODE = TelegramTopicMode.__table__
-BINDINGS = TelegramTopicBinding.__table__
+MODE = TOPIC_MODES
+BINDINGS = TOPIC_BINDINGS
 BINDINGS_NAME = BINDINGS.name
 _REBUILD = "telegram_dm_topic_bindings_rebuild"
 # What a rebuild copies from the old table's own description (catalog.column_definitions): names,

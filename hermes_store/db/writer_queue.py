@@ -22,7 +22,7 @@ import time
 try:
     import fcntl
 except ImportError:  # not POSIX: writers rely on SQLite's busy timeout alone
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # the module is absent off POSIX
 
 AVAILABLE = fcntl is not None
 SUFFIX = "-writer.lock"

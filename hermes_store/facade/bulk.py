@@ -8,13 +8,15 @@ of named ids do not). The agent's per-session files go after commit, for every s
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import math
 import os
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol, TypedDict
 
 from sqlalchemy import ColumnElement, and_
 
@@ -46,15 +48,11 @@ def remove_session_files(sessions_dir: PathArg, ids: Sequence[str]) -> None:
     root = Path(sessions_dir)
     for sid in ids:
         targets = [root / f"{sid}.json", root / f"{sid}.jsonl"]
-        try:
+        with contextlib.suppress(OSError, ValueError):
             targets.extend(p for p in root.glob(f"request_dump_{_glob_escape(sid)}_*.json"))
-        except (OSError, ValueError):
-            pass
         for target in targets:
-            try:
+            with contextlib.suppress(OSError):
                 target.unlink()
-            except OSError:
-                pass
 
 
 def _glob_escape(text: str) -> str:
@@ -206,8 +204,9 @@ def archive_sessions(db: SessionDB, older_than_days: float | None = None,
         c, older_than=cutoff, where=where, now=now, dry_run=True, rule=retention.V21))
     archived = 0
     for lineage in selected.candidates:
-        outcome = write(db, lambda c, tip=lineage.tip_id: retention.set_lineage_archived(
-            c, tip, True), what="archive_sessions")
+        outcome = write(db, functools.partial(retention.set_lineage_archived,
+                                              session_id=lineage.tip_id, archived=True),
+                        what="archive_sessions")
         archived += outcome.changed
     return archived
 
@@ -235,13 +234,22 @@ def _last_auto_prune(db: SessionDB) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
+class AutoMaintenance(TypedDict):
+    """What ``maybe_auto_prune_and_vacuum`` did (docs/v21.md#bulk); ``error`` only on failure."""
+
+    skipped: bool
+    pruned: int
+    vacuumed: bool
+    error: NotRequired[str]
+
+
 def maybe_auto_prune_and_vacuum(db: _Vacuuming, retention_days: int = 90,
                                 min_interval_hours: int = 24, vacuum: bool = True,
-                                sessions_dir: PathArg = None) -> dict[str, Any]:
+                                sessions_dir: PathArg = None) -> AutoMaintenance:
     """Prune at most once per interval, then vacuum if anything went; never raises. A failure
     adds ``"error"``; a failed prune leaves the marker as it was, so the next start retries."""
     started = time.time()
-    outcome: dict[str, Any] = {"skipped": False, "pruned": 0, "vacuumed": False}
+    outcome: AutoMaintenance = {"skipped": False, "pruned": 0, "vacuumed": False}
     try:
         last = _last_auto_prune(db)
         if last is not None and started - last < float(min_interval_hours) * 3600:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TypedDict
 
 from hermes_store.facade import arguments as args
 from hermes_store.facade.units import SessionDB, best_effort, read, write
@@ -20,6 +20,14 @@ from hermes_store.repo import compression as repo
 log = logging.getLogger("hermes_store.facade")
 
 DEFAULT_LOCK_TTL_S = 300.0
+
+
+class CompressionCooldown(TypedDict):
+    """An active compression-failure cooldown (docs/v21.md#compression)."""
+
+    cooldown_until: float
+    remaining_seconds: float
+    error: str | None
 
 
 # --------------------------------------------------------------------------- cooldown, streak
@@ -36,7 +44,8 @@ def record_compression_failure_cooldown(db: SessionDB, session_id: str, cooldown
                 what="record_compression_failure_cooldown")
 
 
-def get_compression_failure_cooldown(db: SessionDB, session_id: str) -> dict[str, Any] | None:
+def get_compression_failure_cooldown(db: SessionDB,
+                                     session_id: str) -> CompressionCooldown | None:
     """The active cooldown, or None (unknown id, none set, or expired: expired values stay
     stored, the agent's own record of its last failure)."""
     sid = args.session_id(session_id)

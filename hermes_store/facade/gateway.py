@@ -7,10 +7,10 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from hermes_store.content import dump_json
 from hermes_store.facade import arguments as args
 from hermes_store.facade.units import SessionDB, absent, read, write
 from hermes_store.repo import gateway as repo
-from hermes_store.repo.sessions import dump_json
 
 
 def record_gateway_session_peer(db: SessionDB, session_id: str, *, source: str,
@@ -113,6 +113,8 @@ def find_session_by_origin(db: SessionDB, *, platform: str, chat_id: Any,
         return None
     name = args.required("platform", platform)
     chat = args.stringified("chat_id", chat_id)
+    if chat is None:  # absent() above: not reached, but the lookup needs a chat
+        return None
     thread = args.stringified("thread_id", thread_id)
     user = args.stringified("user_id", user_id) if user_id else None
     found = read(db, lambda c: repo.origin_candidates(c, platform=name, chat_id=chat,

@@ -20,9 +20,12 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy.pool import PoolProxiedConnection
 
+from hermes_store.content import check_text
 from hermes_store.db import engine as engine_mod
 from hermes_store.db import replica
+from hermes_store.db.sqlite_driver import dbapi_of
 from hermes_store.errors import BackendNotSupportedError
 from hermes_store.facade import (
     arguments,
@@ -81,7 +84,7 @@ class SessionDB:
         with read-your-writes for this process (docs/scale-out.md#read-replicas).
         """
         self._closed = True
-        self._raw: Any = None
+        self._raw: PoolProxiedConnection | None = None
         self._route: replica.ReadRoute | None = None
         self._write_count = itertools.count(1)
         try:
@@ -116,7 +119,7 @@ class SessionDB:
         self._closed = True
         if self._raw is not None:
             try:
-                self._raw.driver_connection.row_factory = None
+                dbapi_of(self._raw).row_factory = None
                 self._raw.close()
             except Exception:  # noqa: BLE001 - closing must not fail
                 pass
@@ -137,8 +140,8 @@ class SessionDB:
         eng = self._sqlite_only("the raw sqlite3 connection (_conn)")
         if self._raw is None:
             self._raw = eng.raw_connection()
-            self._raw.driver_connection.row_factory = sqlite3.Row
-        return self._raw.driver_connection  # type: ignore[no-any-return]
+            dbapi_of(self._raw).row_factory = sqlite3.Row
+        return dbapi_of(self._raw)
 
     def _sqlite_only(self, what: str) -> Engine:
         eng = self.engine
@@ -172,7 +175,7 @@ class SessionDB:
         self._sqlite_only("_execute_write (a raw sqlite3 connection)")
 
         def unit(conn: Connection) -> T:
-            raw = conn.connection.driver_connection
+            raw = dbapi_of(conn.connection)
             raw.row_factory = sqlite3.Row
             try:
                 return fn(raw)
@@ -199,7 +202,7 @@ class SessionDB:
         sessions.check_session_id(session_id)
         if not isinstance(source, str):
             raise TypeError(f"source must be a str, not {type(source).__name__}")
-        sessions.check_text("source", source)
+        check_text("source", source)
         values = sessions.prepare_create_fields(session_id, kwargs)
         now = _now()
         return self._write(lambda c: sessions.create_or_fill(c, session_id, source, values, now),
@@ -212,6 +215,8 @@ class SessionDB:
         return self.create_session(session_id, source, **kwargs)
 
     def get_session(self, session_id: str) -> dict[str, Any] | None:
+        """The session's row, or None. A plain dict: it is every column ``sessions`` has in
+        this store, and the agent's newer releases add columns we do not know of."""
         if not self._id_ok(session_id):
             return None
         return self._read(lambda c: sessions.get_session(c, session_id))
@@ -233,7 +238,7 @@ class SessionDB:
     def end_session(self, session_id: str, end_reason: str) -> None:
         if not self._id_ok(session_id):
             return
-        sessions.check_text("end_reason", end_reason)
+        check_text("end_reason", end_reason)
         now = _now()
         self._write(lambda c: sessions.end_session(c, session_id, end_reason, now),
                     what="end_session")
@@ -245,7 +250,7 @@ class SessionDB:
     def update_system_prompt(self, session_id: str, system_prompt: str | None) -> None:
         if not self._id_ok(session_id):
             return
-        sessions.check_text("system_prompt", system_prompt)
+        check_text("system_prompt", system_prompt)
         self._write(lambda c: sessions.update_system_prompt(c, session_id, system_prompt),
                     what="update_system_prompt")
 
@@ -296,6 +301,7 @@ class SessionDB:
         return self._read(lambda c: sessions.get_title(c, session_id))
 
     def get_session_by_title(self, title: str) -> dict[str, Any] | None:
+        """The row (as :meth:`get_session`) of the session with that title, or None."""
         cleaned = titles.clean_lookup_title(self._title_arg(title))
         if cleaned is None:
             return None
@@ -338,6 +344,8 @@ class SessionDB:
     # ----------------------------------------------------------------- export
 
     def export_session(self, session_id: str) -> dict[str, Any] | None:
+        """The session's row (as :meth:`get_session`, so a plain dict) with its active
+        ``messages``, or None."""
         if not self._id_ok(session_id):
             return None
 
@@ -352,7 +360,9 @@ class SessionDB:
 
     def iter_export(self, source: str | None = None, *,
                     batch: int = 200) -> Iterator[dict[str, Any]]:
-        """``export_all`` one session at a time, reading in short transactions of ``batch``."""
+        """``export_all`` one session at a time, reading in short transactions of ``batch``.
+        Each is the session's row (as :meth:`get_session`, so a plain dict) with
+        ``last_active`` and ``messages``."""
         order = self._read(lambda c: queries.iter_session_ids_for_export(c, source=source))
         for start in range(0, len(order), batch):
             page = order[start:start + batch]

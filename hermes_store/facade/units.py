@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from hermes_store.errors import HermesStoreError
@@ -24,6 +24,9 @@ T = TypeVar("T")
 
 class SessionDB(Protocol):
     """What a unit needs of the facade (a protocol, so that units never import the class)."""
+
+    @property
+    def engine(self) -> Engine: ...
 
     def _read(self, fn: Callable[[Connection], T], *, replica_ok: bool = ...) -> T: ...
 

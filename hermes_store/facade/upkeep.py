@@ -9,6 +9,7 @@ agent's turn must not fail over it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 from typing import Protocol
@@ -47,7 +48,7 @@ def optimize_fts(db: SessionDB) -> int:
     merged = 0
     for name in storage.INDEXES:
         try:
-            done = engine_mod.run_write(engine, lambda c, n=name: storage.merge_index(c, n),
+            done = engine_mod.run_write(engine, functools.partial(storage.merge_index, name=name),
                                         what=f"optimize_fts {name}")
         except (sqlite3.Error, SQLAlchemyError, HermesStoreError) as err:
             log.warning("optimize_fts: merging %s failed: %s", name, err)

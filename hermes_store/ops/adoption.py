@@ -191,8 +191,8 @@ def prepare(engine: Engine) -> list[str]:
             migrate.upgrade(engine)
             done.append(f"upgraded from {before.describe()}")
         with engine_mod.reading(engine) as conn:
-            todo = bool(migrate.missing_schema(conn)) or backfills.has_null_active(conn)
-        if todo:
+            server_todo = bool(migrate.missing_schema(conn)) or backfills.has_null_active(conn)
+        if server_todo:
             done += engine_mod.run_write(engine, _locked_server_steps,
                                          budget=migrate.UPGRADE_BUDGET_S, what="open",
                                          isolation=engine_mod.READ_COMMITTED)

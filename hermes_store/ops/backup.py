@@ -20,15 +20,16 @@ import shutil
 import sqlite3
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 try:
     import fcntl
 except ImportError:  # not POSIX: no lock tells a live partial from a stale one
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # the module is absent off POSIX
 
 from hermes_store.db.engine import FILE_MODE, open_engine
+from hermes_store.db.sqlite_driver import dbapi_of
 from hermes_store.errors import StoreBusyError, StoreFullError, StoreNotFoundError
 from hermes_store.ops.holders import DATA_SUFFIXES, store_files
 
@@ -48,7 +49,7 @@ class _DeadlineExceeded(Exception):
 
 
 def _stamp() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
 def backup_path(path: Path, label: str, dest_dir: Path | None = None) -> Path:
@@ -143,7 +144,7 @@ def _backup_into(src_path: Path, partial: Path, target: Path,
     # The destination is a new private file, not a store: a plain connection is the right tool.
     dest = sqlite3.connect(partial)
     try:
-        raw.driver_connection.backup(dest, pages=PAGES_PER_STEP, progress=check_deadline)
+        dbapi_of(raw).backup(dest, pages=PAGES_PER_STEP, progress=check_deadline)
     except _DeadlineExceeded:
         dest.close()
         partial.unlink(missing_ok=True)

@@ -31,6 +31,7 @@ be written during a copy: the checksum would then report the difference.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
@@ -38,7 +39,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, func, literal, select, tuple_
+from sqlalchemy import Connection, Engine, Row, Table, func, literal, select, tuple_
 from sqlalchemy import table as table_clause
 
 from hermes_store.db import migrate, names
@@ -189,7 +190,7 @@ def _open_target(dest: StoreLocation, source_id: str
 
 
 def _read(src_engine: Engine, plan: TablePlan, after: list[Any] | None, batch: int,
-          columns: Sequence[str] | None = None) -> list[Any]:
+          columns: Sequence[str] | None = None) -> list[Row[*tuple[Any, ...]]]:
     t = plan.src
     stmt = (select(*[t.c[c] for c in (columns or plan.columns)])
             .order_by(*[t.c[k] for k in plan.key]).limit(batch))
@@ -239,15 +240,15 @@ def _copy_table(src_engine: Engine, dst_engine: Engine, plan: TablePlan, marker:
     copied = marker.setdefault("rows", {}).get(plan.name, 0)
     if not plan.key:  # no key to resume by: the whole table in one transaction
         with reading(src_engine) as conn:
-            rows = [_shape(plan, r) for r in conn.execute(
+            everything = [_shape(plan, r) for r in conn.execute(
                 select(*[plan.src.c[c] for c in plan.columns]))]
         marker["done"] = [*done, plan.name]
-        marker["rows"][plan.name] = len(rows)
-        run_write(dst_engine, lambda c: _write_batch(c, plan, rows, marker), what="copy",
+        marker["rows"][plan.name] = len(everything)
+        run_write(dst_engine, lambda c: _write_batch(c, plan, everything, marker), what="copy",
                   budget=COPY_BUDGET_S)
-        report.rows = len(rows)
+        report.rows = len(everything)
         if progress:
-            progress(plan.name, len(rows), total)
+            progress(plan.name, len(everything), total)
         return
     while True:
         rows = _read(src_engine, plan, after, batch)
@@ -258,7 +259,8 @@ def _copy_table(src_engine: Engine, dst_engine: Engine, plan: TablePlan, marker:
         marker["after"][plan.name] = after
         marker["rows"][plan.name] = copied
         values = [_shape(plan, r) for r in rows]
-        run_write(dst_engine, lambda c, v=values: _write_batch(c, plan, v, marker),
+        run_write(dst_engine, functools.partial(_write_batch, plan=plan, rows=values,
+                                                marker=marker),
                   what="copy", budget=COPY_BUDGET_S)
         if progress:
             progress(plan.name, copied, total)

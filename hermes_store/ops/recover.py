@@ -31,7 +31,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -280,7 +280,8 @@ class _Copier:
             values = [v for v in (self._shape(table, r[1:], idx) for r in rows) if v is not None]
             result.read += len(rows)
             errors, created = run_write(
-                self.engine, lambda c: self._write(c, table, insert, values, idx), what="recover")
+                self.engine, functools.partial(self._write, table=table, insert=insert,
+                                               values=values, idx=idx), what="recover")
             self.report.placeholder_sessions += created
             result.written += len(values) - len(errors)
             result.skipped += len(errors) + (len(rows) - len(values))
@@ -293,7 +294,9 @@ class _Copier:
         (the rightmost pages are gone): with ``allow_partial`` the last rowid comes from
         ``sqlite_sequence``, else from a forward scan up to the first unreadable page."""
         try:
-            return self.src.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {_q(table)}").fetchone()
+            first, last = self.src.execute(
+                f"SELECT MIN(rowid), MAX(rowid) FROM {_q(table)}").fetchone()
+            return first, last
         except sqlite3.DatabaseError:
             if not self.allow_partial:
                 raise
@@ -403,13 +406,13 @@ def recover_store(source: str | os.PathLike[str], output: str | os.PathLike[str]
     ensure_not_held(src_path, force=force, what="recover (stop the agent first)")
     start = time.monotonic()
     report = RecoveryReport(str(src_path), None if inspect_only else str(out_path),
-                            started_at=datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"))
+                            started_at=datetime.now(UTC).isoformat().replace("+00:00", "Z"))
     report.fingerprint_before = fingerprints(src_path)
     own_work = work_dir is None
     try:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix="hermes-recover-", dir=out_path.parent)) \
-            if own_work else Path(work_dir).expanduser()
+            if work_dir is None else Path(work_dir).expanduser()
         work.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise OutputError.writing(out_path if own_work else work_dir, err) from err
@@ -466,9 +469,10 @@ def _salvage(copy: Path, out_path: Path, report: RecoveryReport, chunk: int, all
         try:
             tables = catalog.table_definitions(src)
         except sqlite3.DatabaseError as err:
-            tables = _damaged_schema(src, report, err, allow_partial or inspect_only)
-            if tables is None:
+            salvaged = _damaged_schema(src, report, err, allow_partial or inspect_only)
+            if salvaged is None:
                 return
+            tables = salvaged
         if inspect_only:
             _inspect(src, report)
             report.status = "inspected"

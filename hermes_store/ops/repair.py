@@ -18,6 +18,7 @@ for external-content indexes), ``REINDEX``. Then every probe runs again and deci
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 import time
@@ -31,8 +32,12 @@ from sqlalchemy import Connection, Engine, exc
 from hermes_store.db import catalog, index_writers, migrate, names
 from hermes_store.db import derived as layout
 from hermes_store.db.catalog import SchemaObject
-from hermes_store.db.engine import is_lock_error, open_engine, run_write
-from hermes_store.db.sqlite_driver import agent_tokenizer_error, agent_tokenizer_problem
+from hermes_store.db.engine import open_engine, run_write
+from hermes_store.db.sqlite_driver import (
+    agent_tokenizer_error,
+    agent_tokenizer_problem,
+    is_lock_error,
+)
 from hermes_store.errors import StoreDamagedError, StoreNotFoundError, StoreUnopenableError
 from hermes_store.ops import storage
 from hermes_store.ops.backup import backup_path, copy_with_sidecars
@@ -323,9 +328,8 @@ def probe_store(path: str | Path, *, full: bool = False) -> list[Probe]:
         engine = open_engine(p)
         # Pooled connections keep the schema they parsed; a damaged schema must be read afresh.
         engine.dispose()
-        with engine.connect() as conn:
-            with conn.begin():
-                rows = catalog.objects(conn)
+        with engine.connect() as conn, conn.begin():
+            rows = catalog.objects(conn)
     except StoreUnopenableError as err:
         if err.reason != "not_sqlite":
             raise  # a directory, a file we may not read or write: not damage
@@ -406,9 +410,10 @@ def _reindex_external(conn: Connection, table: str, sql: str) -> None:
     cols = [c.name for c in catalog.columns(conn, table)]
     key = options.content_rowid
     names = ", ".join(map(_quote, cols))
-    where, params = "", ()
+    where = ""
+    params: tuple[int, ...] = ()
     # Rows in (progress, high_water] are not indexed yet by design (docs/cli.md#upkeep).
-    window = storage.backfill_window(conn)
+    window = catalog.backfill_window(conn)
     if window is not None:
         where, params = f" WHERE NOT ({_quote(key)} > ? AND {_quote(key)} <= ?)", window
     conn.exec_driver_sql(f"INSERT INTO {_quote(table)}({_quote(table)}) VALUES ('delete-all')")
@@ -427,9 +432,10 @@ def _rebuild_fts(conn: Connection) -> list[str]:
     sql_of = {o.name: o.sql for o in found if o.type == "table"}
     for table in catalog.fts5_in(found):
         stmt = f"INSERT INTO {_quote(table)}({_quote(table)}) VALUES ('rebuild')"
-        error = _attempt(conn, lambda: conn.exec_driver_sql(stmt))
+        error = _attempt(conn, functools.partial(conn.exec_driver_sql, stmt))
         if error is not None:
-            error = _attempt(conn, lambda: _reindex_external(conn, table, sql_of[table]))
+            error = _attempt(conn, functools.partial(_reindex_external, conn, table,
+                                                     sql_of[table]))
         done.append(f"rebuilt FTS index {table}" if error is None
                     else f"could not rebuild {table}: {error}")
     return done

@@ -29,6 +29,7 @@ Progress is reported as ``progress(phase, done, total)`` with phases ``backfill`
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from collections.abc import Callable, Iterable
@@ -38,9 +39,10 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from hermes_store.db import engine as db_engine
 from hermes_store.db import catalog, derived, names
-from hermes_store.db.catalog import backfill_window, tables
+from hermes_store.db import engine as db_engine
+from hermes_store.db.catalog import backfill_window as backfill_window  # re-exported
+from hermes_store.db.catalog import tables
 from hermes_store.db.engine import checkpoint, engine_path, open_engine, reading, run_write
 from hermes_store.errors import StoreFullError
 from hermes_store.ops.backup import require_free_space
@@ -201,11 +203,11 @@ def optimize_storage(target: str | os.PathLike[str] | Engine | None = None,
     done = 0
     notify("teardown", 0, total)
     for table in retired:
-        while removed := run_write(engine, lambda c: _drain_chunk(c, table, teardown_chunk),
-                                   what="teardown"):
+        drain = functools.partial(_drain_chunk, table=table, limit=teardown_chunk)
+        while removed := run_write(engine, drain, what="teardown"):
             done += removed
             notify("teardown", min(done, total), total)
-        run_write(engine, lambda c: _drop(c, table), what="teardown")
+        run_write(engine, functools.partial(_drop, table=table), what="teardown")
         report.tables_dropped.append(table)
 
     if vacuum:

@@ -16,7 +16,7 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -111,14 +111,14 @@ def parse_timestamp(value: Any) -> tuple[float | None, bool]:
     except ValueError:
         return None, False
     if dt.tzinfo is None:
-        return dt.replace(tzinfo=timezone.utc).timestamp(), False
+        return dt.replace(tzinfo=UTC).timestamp(), False
     return dt.timestamp(), True
 
 
 def _iso(epoch: float | None) -> str | None:
     if epoch is None:
         return None
-    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds").replace(
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace(
         "+00:00", "Z"
     )
 

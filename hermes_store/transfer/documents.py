@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 from hermes_store.content import calls_of, iso_utc, sane_time, text_of
 from hermes_store.errors import OutputExistsError, UsageError
+from hermes_store.transfer.manifest import Manifest
 from hermes_store.transfer.output import (
     EXPORTER,
     ExportOptions,
@@ -33,7 +34,6 @@ from hermes_store.transfer.output import (
     slug,
     tick,
 )
-from hermes_store.transfer.manifest import Manifest
 from hermes_store.transfer.reader import StoreReader
 
 __all__ = ["verify_markdown", "write_html", "write_markdown"]
@@ -186,7 +186,8 @@ def _write_markdown_body(reader: StoreReader, group: list[str], lineage: list[st
                          scrub: Scrub) -> tuple[int, int]:
     stats = [reader.message_stats(sid) for sid in group]
     stored = sum(n for n, _ in stats)
-    newest = max((t for _, t in stats if sane_time(t) is not None), default=None)
+    newest = max((t for _, t in stats if t is not None and sane_time(t) is not None),
+                 default=None)
     w.write(_front_matter(meta, lineage, stored, newest, options))
     title = _display(meta.get("title")) or meta.get("id")
     w.write(f"# {title}\n\n- Session ID: `{meta.get('id')}`\n- Source: {meta.get('source')}\n")

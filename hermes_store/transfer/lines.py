@@ -54,6 +54,13 @@ def _loads(raw: bytes, stats: ReadStats) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
+def field_object(obj: dict[str, Any], key: str) -> dict[str, Any]:
+    """``obj[key]`` when it is a JSON object, else an empty one: a field of the wrong shape
+    reads as absent rather than failing the line."""
+    value = obj.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def iter_json_lines(
     path: str | os.PathLike[str], stats: ReadStats, max_line_bytes: int = MAX_LINE_BYTES
 ) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -20,6 +20,7 @@ every message takes: counters and the CJK index change in the same transaction a
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable, Iterable
@@ -32,7 +33,7 @@ from sqlalchemy import Connection, Engine, Table, insert, or_, select, update
 from hermes_store.content import encode_content, encode_tool_calls
 from hermes_store.db import catalog
 from hermes_store.db.engine import APPEND_BUDGET_S, reading, run_write
-from hermes_store.db.models import ChatSession
+from hermes_store.db.models import SESSIONS
 from hermes_store.errors import (
     SchemaMismatchError,
     StoreBusyError,
@@ -41,9 +42,8 @@ from hermes_store.errors import (
     StoreReplacedError,
     UsageError,
 )
-from hermes_store.repo import lineage
+from hermes_store.repo import lineage, prompts
 from hermes_store.repo import messages as message_repo
-from hermes_store.repo import prompts
 from hermes_store.repo.titles import MAX_TITLE_LENGTH, sanitize_title
 from hermes_store.transfer.builder import ImportedSession
 from hermes_store.transfer.cells import stored_cell
@@ -60,7 +60,6 @@ LIVE_STATE_COLUMNS = frozenset({
 })
 _RECORD_KEYS = frozenset({"messages", "attachments", "timings", "_export"})
 _COUNTERS = ("message_count", "tool_call_count")
-SESSIONS = ChatSession.__table__
 #: Failures of the store itself, not of one file or line: every later write would fail the same
 #: way, so they stop the import instead of being recorded against each remaining input.
 _STORE_FAILURES = (StoreFullError, StoreDamagedError, StoreReplacedError, StoreBusyError,
@@ -221,8 +220,9 @@ def _import_jsonl(engine: Engine, path: Path, summary: FileImportSummary, *, rep
                 outcome = "skipped" if exists and not replace else "imported"
             else:
                 outcome = run_write(
-                    engine, lambda conn: _write_record(conn, sessions, messages, record, replace,
-                                                       dropped_cols),
+                    engine, functools.partial(_write_record, sessions=sessions, messages=messages,
+                                              record=record, replace=replace,
+                                              dropped_cols=dropped_cols),
                     budget=APPEND_BUDGET_S, what=f"import {sid}")
         except _STORE_FAILURES:
             raise
@@ -514,7 +514,8 @@ def _refresh_flags(conn: Connection, messages: Table, sid: str, parsed: Imported
     m = messages.c
     existing = conn.execute(select(m.id, m.active, m.compacted).where(m.session_id == sid)
                             .order_by(m.id).limit(prev_n)).all()
-    for (mid, active, compacted), new in zip(existing, parsed.messages[:prev_n]):
+    # The store and the log need not hold equally many of the first prev_n rows.
+    for (mid, active, compacted), new in zip(existing, parsed.messages[:prev_n], strict=False):
         if (active, compacted) != (new["active"], new["compacted"]):
             conn.execute(update(messages).where(m.id == mid)
                          .values(active=new["active"], compacted=new["compacted"]))

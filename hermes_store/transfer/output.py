@@ -33,7 +33,6 @@ FORMATS = ("jsonl", "md", "qmd", "html", "trace")
 EXPORTER = f"hermes-store {__version__}"
 # Session columns that identify rather than describe; redaction leaves them alone.
 _SESSION_KEYS = frozenset({"id", "parent_session_id"})
-_DUMPS = {"ensure_ascii": False, "separators": (",", ":")}
 
 
 @dataclass
@@ -98,7 +97,7 @@ def tick(progress: Progress | None, sid: str, n: int) -> None:
 
 
 def dumps(obj: Any) -> str:
-    return json.dumps(obj, **_DUMPS)  # type: ignore[arg-type]
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
 class Scrub:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_store.transfer.builder import SOURCE_CLAUDE, ImportedSession, SessionBuilder
-from hermes_store.transfer.lines import MAX_LINE_BYTES, iter_json_lines
+from hermes_store.transfer.lines import MAX_LINE_BYTES, field_object, iter_json_lines
 
 __all__ = ["parse_claude_file"]
 
@@ -127,7 +127,7 @@ def _system(b: SessionBuilder, st: _State, lineno: int, obj: dict[str, Any]) -> 
 
 def _user(b: SessionBuilder, st: _State, lineno: int, obj: dict[str, Any],
           ts: float | None) -> None:
-    message = obj.get("message") if isinstance(obj.get("message"), dict) else {}
+    message = field_object(obj, "message")
     content = message.get("content")
     if obj.get("isCompactSummary") is True:
         text, _ = _blocks_text(b, content)
@@ -167,7 +167,7 @@ def _tool_result(b: SessionBuilder, block: dict[str, Any], ts: float | None, lin
 
 
 def _image(b: SessionBuilder, block: dict[str, Any]) -> dict[str, Any] | None:
-    source = block.get("source") if isinstance(block.get("source"), dict) else {}
+    source = field_object(block, "source")
     if source.get("type") == "base64":
         return b.add_image(source.get("data"), source.get("media_type"))
     if source.get("type") == "url":
@@ -201,7 +201,7 @@ def _blocks_text(b: SessionBuilder, content: Any) -> tuple[str, list[dict[str, A
 
 def _assistant(b: SessionBuilder, st: _State, lineno: int, obj: dict[str, Any],
                ts: float | None) -> None:
-    message = obj.get("message") if isinstance(obj.get("message"), dict) else {}
+    message = field_object(obj, "message")
     if message.get("model") == "<synthetic>":
         st.skip("synthetic")  # client-side placeholders ("No response requested."), not the model
         return

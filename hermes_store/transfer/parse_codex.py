@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_store.transfer.builder import SOURCE_CODEX, ImportedSession, SessionBuilder
-from hermes_store.transfer.lines import MAX_LINE_BYTES, ReadStats, iter_json_lines
+from hermes_store.transfer.lines import MAX_LINE_BYTES, ReadStats, field_object, iter_json_lines
 
 __all__ = ["parse_codex_file"]
 
@@ -123,7 +123,7 @@ def _session_meta(b: SessionBuilder, st: _State, p: dict[str, Any]) -> None:
     st.foreign_id = _str(p.get("id"))
     b.line_time(p.get("timestamp"))
     s.cwd = _str(p.get("cwd")) or s.cwd
-    git = p.get("git") if isinstance(p.get("git"), dict) else {}
+    git = field_object(p, "git")
     s.git_branch = _str(git.get("branch")) or s.git_branch
     base = p.get("base_instructions")
     prompt = base.get("text") if isinstance(base, dict) else base
@@ -325,11 +325,11 @@ def _thread_name(path: Path, foreign_id: str,
         home = os.environ.get("CODEX_HOME")
         candidates.append((Path(home) if home else Path.home() / ".codex") / "session_index.jsonl")
     for index in candidates:
-        name = None
+        name: str | None = None
         try:
             for _, obj in iter_json_lines(index, ReadStats()):
-                if obj.get("id") == foreign_id and _str(obj.get("thread_name")):
-                    name = obj["thread_name"]
+                if obj.get("id") == foreign_id:
+                    name = _str(obj.get("thread_name")) or name
         except OSError:
             continue
         if name:

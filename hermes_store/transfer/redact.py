@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 __all__ = [
     "MASK",
@@ -116,11 +116,11 @@ def _names_only(value: str, strength: str) -> bool:
     v = value.strip()
     if not v or MASK in v or v.lower() in _SKIP_LITERALS or _REFERENCE.search(v):
         return True
-    if strength == "weak":
-        # KEY/TOKEN also label sort keys, counters and variable names: demand something random.
-        if len(v) < 8 or v.isdigit() or re.fullmatch(r"[a-z_]+", v) or re.search(r"\s", v):
-            return True
-    return False
+    if strength != "weak":
+        return False
+    # KEY/TOKEN also label sort keys, counters and variable names: demand something random.
+    return (len(v) < 8 or v.isdigit() or re.fullmatch(r"[a-z_]+", v) is not None
+            or re.search(r"\s", v) is not None)
 
 
 # --------------------------------------------------------------------------- patterns

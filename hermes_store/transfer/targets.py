@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import TextIO
 
 from hermes_store.errors import OutputError, OutputExistsError
 
@@ -57,7 +58,7 @@ def cannot_write(path: Path | str, err: OSError) -> OutputError:
     return OutputError.writing(path, err)
 
 
-def open_in_place(path: Path):  # noqa: ANN201 - a text stream, like open()
+def open_in_place(path: Path) -> TextIO:
     """Open a special file for writing without creating or truncating anything else."""
     flags = os.O_WRONLY | getattr(os, "O_NOCTTY", 0)
     try:
