@@ -162,8 +162,9 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("repo/index_health.py", "content_problems", "name"): "one of the fixed _TEMP_TABLES",
     ("db/engine.py", "_begin", "mode"): "checked against _BEGIN_MODES just before",
     ("db/engine.py", "checkpoint", "mode"): "checked against the four checkpoint modes just before",
-    ("ops/stats.py", "_one_session", "where"): "one of the fixed fragments chosen by its callers",
-    ("ops/stats.py", "_one_session", "order"): "'ASC' or 'DESC' chosen by its callers",
+    ("ops/store_stats.py", "_one_session", "where"):
+        "one of the fixed fragments chosen by its callers",
+    ("ops/store_stats.py", "_one_session", "order"): "'ASC' or 'DESC' chosen by its callers",
     ("ops/stats.py", "_fts_structure", "table"): "an fts5 table name read from sqlite_master",
     ("ops/copy_plan.py", "_prepare", "ddl"):
         "a type compiled from the fixed INTEGER/FLOAT/TEXT/BLOB mapping of mapped_type",
@@ -175,6 +176,14 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "a column type from the source schema, matched against [A-Za-z ()0-9,]* first",
     ("search/statements.py", "_fetch_sqlite", "statement.text"):
         "an Sql of search.sqlite, composed from fixed fragments only",
+    ("search/statements.py", "_fetch", "statement.text"):
+        "an Sql of search.postgres, composed from fixed fragments only",
+    ("db/postgres.py", "bound_unit", "_ms(lock_wait_s)"):
+        "milliseconds of our own float, rendered by int() then str() (digits only)",
+    ("db/postgres.py", "bound_unit", "_ms(min(lock_wait_s, budget_s))"):
+        "milliseconds of our own float, rendered by int() then str() (digits only)",
+    ("db/postgres.py", "bound_unit", "_ms(budget_s)"):
+        "milliseconds of our own float, rendered by int() then str() (digits only)",
     ("db/migrate.py", "drop_orphan_fts_shadows", "shadow"):
         "a shadow table name of catalog.FTS_TABLES (fixed), present in the schema",
     ("db/derived.py", "recreate_missing", "obj.sql"): "the fixed DDL constants of layout.OBJECTS",

@@ -17,6 +17,7 @@ from hermes_store.facade import arguments as args
 from hermes_store.facade import opening
 from hermes_store.facade.units import SessionDB, read_replica
 from hermes_store.repo import listing, session_list
+from hermes_store.search import SearchHit
 
 
 def _sources(name: str, value: object) -> list[str] | None:
@@ -98,7 +99,7 @@ def search_messages(db: SessionDB, query: str, source_filter: Sequence[str] | No
                     exclude_sources: Sequence[str] | None = None,
                     role_filter: Sequence[str] | None = None, limit: int = 20, offset: int = 0,
                     sort: str | None = None, include_inactive: bool = False,
-                    syntax: str = "agent") -> list[dict[str, Any]]:
+                    syntax: str = "agent") -> list[SearchHit]:
     """Search (docs/search.md); rewound rows are hidden unless ``include_inactive``, while
     compacted ones stay findable (docs/v21.md#parameters). ``syntax="exclusions"`` reads
     ``-word`` as the command line does (an exclusion); the default keeps v11's reading."""
