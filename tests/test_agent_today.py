@@ -93,6 +93,8 @@ def test_a_schema_30_or_31_file_upgrades_losslessly(tmp_path: Path, version: int
         for table, cols in columns.items():
             assert after_columns[table][:len(cols)] == cols or set(cols) <= set(after_columns[table])
             rows = sorted(con.execute(f"SELECT {', '.join(cols)} FROM {table}"), key=repr)
+            if table == "state_meta":  # our derived flags (hs_…) join the agent's keys
+                rows = [r for r in rows if not str(r[0]).startswith("hs_")]
             assert rows == before[table], table
     finally:
         con.close()
