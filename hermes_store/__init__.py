@@ -6,11 +6,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hermes_store.version import __version__
     from hermes_store.db.engine import open_engine
     from hermes_store.db.models import Base, ChatSession, Message, StateMeta
     from hermes_store.errors import HermesStoreError
     from hermes_store.facade import SessionDB
+    from hermes_store.version import __version__
 
 __all__ = ["Base", "ChatSession", "HermesStoreError", "Message", "SessionDB", "StateMeta",
            "open_engine", "__version__"]
