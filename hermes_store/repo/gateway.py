@@ -123,8 +123,9 @@ def list_gateway_sessions(conn: Executor, *, platform: str | None, active_only: 
     newest = (select(func.max(same_key.c.started_at))
               .where(same_key.c.session_key == sessions.c.session_key).scalar_subquery())
     last_active = lineage.last_activity(sessions, now).label("last_active")
-    query = (select(literal_column("*"), last_active).select_from(sessions)
-             .where(sessions.c.session_key.is_not(None), sessions.c.started_at == newest))
+    query: Select[*tuple[Any, ...]] = (
+        select(literal_column("*"), last_active).select_from(sessions)
+        .where(sessions.c.session_key.is_not(None), sessions.c.started_at == newest))
     if platform:
         query = query.where(_platform_is(platform))
     if active_only:
