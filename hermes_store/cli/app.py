@@ -361,10 +361,9 @@ def _stdout_writable() -> bool:
 def stdout_to_devnull() -> None:
     """Point standard output at /dev/null, so the interpreter's last flush of what a closed
     pipe or a full disk refused does not fail again on the way out."""
-    try:
+    # Not a real file descriptor (a test runner's buffer): nothing will flush it.
+    with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError, io.UnsupportedOperation):
-        pass  # not a real file descriptor (a test runner's buffer): nothing will flush it
 
 
 def _stdout_failed(ctx: click.Context, err: OSError) -> NoReturn:

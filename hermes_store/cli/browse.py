@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import sys
@@ -28,6 +29,7 @@ from hermes_store.errors import SessionNotFoundError
 
 if TYPE_CHECKING:
     from hermes_store.repo.filter_values import SessionFilter
+    from hermes_store.search import SearchHit
     from hermes_store.transfer.reader import StoreReader
 
 TOOL_RESULT_CHARS = 2000
@@ -83,7 +85,7 @@ def list_cmd(obj: Ctx, flt: SessionFilter, limit: int, show_all: bool, archived:
         with _reading(store) as conn:
             if isinstance(store, Path):
                 rows, more = prepared_reads.list_page(conn, limit=limit, show_all=show_all,
-                                                      now=flt.now)
+                                                      now=flt.moment)
             else:
                 from hermes_store.repo import listing
 
@@ -93,7 +95,7 @@ def list_cmd(obj: Ctx, flt: SessionFilter, limit: int, show_all: bool, archived:
                     only_archived=archived, only_pinned=pinned, only_open=only_open)
                 rows, more = page.rows, page.more
     items = [session_item(r, r["id"]) for r in rows]
-    for item, row in zip(items, rows):
+    for item, row in zip(items, rows, strict=True):
         item["preview"] = row.get("preview") or ""
         item["workspace"] = _workspace(row)
 
@@ -138,11 +140,9 @@ def _message_text(msg: dict[str, Any], full: bool) -> list[str]:
     for call in calls if isinstance(calls, list) else ([calls] if calls else []):
         fn = call.get("function", call) if isinstance(call, dict) else {}
         args = fn.get("arguments") if isinstance(fn, dict) else None
-        try:
+        with contextlib.suppress(TypeError, ValueError):
             args = json.dumps(json.loads(args) if isinstance(args, str) else args, indent=2,
                               ensure_ascii=False)
-        except (TypeError, ValueError):
-            pass
         name = fn.get("name") if isinstance(fn, dict) else None
         lines.append(f"→ tool call {name or '?'}:\n{args if args is not None else ''}")
     return lines
@@ -371,7 +371,7 @@ def search_cmd(obj: Ctx, query: tuple[str, ...], sources: tuple[str, ...],
     hits, meta, groups = found.hits, found.sessions, found.grouped()
     from hermes_store.search.snippets import unmark
 
-    def snippet_fields(hit: dict[str, Any]) -> dict[str, Any]:
+    def snippet_fields(hit: SearchHit) -> dict[str, Any]:
         plain, spans = unmark(" ".join(str(hit.get("snippet") or "").split()))
         return {"snippet": hit.get("snippet") if markers else plain,
                 "matches": [list(s) for s in spans]}

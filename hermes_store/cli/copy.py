@@ -46,7 +46,8 @@ def copy_cmd(obj: Ctx, dest: str, batch_size: int) -> None:
     target = resolve_location(dest)
     with obj.progress() as update:
         try:
-            report = copying.copy_store(obj.db, target, batch=batch_size, progress=update)
+            report = copying.copy_store(resolve_location(obj.db), target, batch=batch_size,
+                                        progress=update)
         except CopyMismatchError as err:
             if isinstance(err.report, copying.CopyReport):
                 _render(err.report)

@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import sqlite3
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -15,13 +16,11 @@ from hermes_store.cli.app import (
     file_only,
     main,
     need_store,
-    on_server,
     open_read,
     require_head,
 )
 from hermes_store.cli.render import commands_marked, iso, out_console, size, visible, when
-from hermes_store.errors import StoreFullError
-from hermes_store.errors import StoreUnopenableError
+from hermes_store.errors import StoreFullError, StoreUnopenableError
 
 if TYPE_CHECKING:
     from hermes_store.ops import stats, store_stats
@@ -59,10 +58,10 @@ def _render_stats(st: store_stats.StoreStats) -> None:
     line(f"sessions  {s['total']:,}  (open {s['open']:,}, ended {s['ended']:,}, "
          f"archived {s['archived']:,}, pinned {s['pinned']:,})")
     line(f"messages  {m['total']:,}  (compacted {m['compacted']:,})")
-    for label, item in (("oldest open", st.oldest_open), ("oldest", st.oldest),
-                        ("newest", st.newest)):
-        if item:
-            line(f"{label:<11} {when(item['started_at'], short=narrow)}  {item['id']}")
+    for label, one in (("oldest open", st.oldest_open), ("oldest", st.oldest),
+                       ("newest", st.newest)):
+        if one:
+            line(f"{label:<11} {when(one['started_at'], short=narrow)}  {one['id']}")
     if st.layout.get("version") == "postgresql":
         line(f"database  {size(st.file_bytes)} (PostgreSQL)")
     else:
@@ -121,18 +120,19 @@ def stats_cmd(obj: Ctx) -> None:
                            "messages": {"total": 0}, "sources": []},
                  f"{obj.db}: no store (0 sessions)")
         return
-    if on_server(obj):
+    db = obj.db
+    if not isinstance(db, Path):
         from hermes_store.db.engine import reading
         from hermes_store.ops import server
 
         with reading(store) as conn:
-            st = server.collect(conn, str(obj.db))
+            st = server.collect(conn, str(db))
     else:
         from hermes_store.db import raw
         from hermes_store.ops import store_stats
 
         with raw.reading(store) as conn:
-            st = store_stats.collect(conn, obj.db)
+            st = store_stats.collect(conn, db)
     obj.emit("stats", {"exists": True, **_stats_json(st)}, lambda: _render_stats(st))
 
 
@@ -162,22 +162,23 @@ def doctor(obj: Ctx, full: bool) -> None:
       hermes-store doctor
       hermes-store --json doctor --full
     """
-    if on_server(obj):
+    db = obj.db
+    if not isinstance(db, Path):
         from hermes_store.db.engine import open_engine
         from hermes_store.ops import server
 
-        _doctor_done(obj, server.diagnose(open_engine(obj.db, readonly=True), str(obj.db)))
+        _doctor_done(obj, server.diagnose(open_engine(db, readonly=True), str(db)))
         return
-    need_store(obj.db)
+    need_store(db)
     from hermes_store.db.engine import open_engine, reading
     from hermes_store.ops import stats
     from hermes_store.ops.holders import find_holders
 
-    holders = find_holders(obj.db)
+    holders = find_holders(db)
     try:
-        engine = open_engine(obj.db, readonly=True)
+        engine = open_engine(db, readonly=True)
         with reading(engine) as conn:
-            report = stats.diagnose(conn, obj.db, full=full, holders=holders,
+            report = stats.diagnose(conn, db, full=full, holders=holders,
                                     sqlite_version=sqlite3.sqlite_version_info)
     except StoreFullError:
         raise  # a full disk is no damage: the error says to free space, not to recover
@@ -227,24 +228,25 @@ def compact(ctx: click.Context, force: bool) -> None:
 
     obj: Ctx = ctx.obj
     command = ctx.info_name or "compact"
-    need_store(obj.db)
+    db = obj.db
+    need_store(db)
     require_head(obj)
-    if on_server(obj):  # the server's VACUUM (ANALYZE): no file, no holders, no WAL
+    if not isinstance(db, Path):  # the server's VACUUM (ANALYZE): no file, no holders, no WAL
         from hermes_store.ops import server
 
-        result = server.compact(open_engine(obj.db))
-        obj.emit(command, {"path": str(obj.db), **result.to_dict()},
-                 f"{obj.db}: VACUUM (ANALYZE) done; database {size(result.before.main)} -> "
+        result = server.compact(open_engine(db))
+        obj.emit(command, {"path": str(db), **result.to_dict()},
+                 f"{db}: VACUUM (ANALYZE) done; database {size(result.before.main)} -> "
                  f"{size(result.after.main)}")
         return
-    holders = ensure_not_held(obj.db, force=force, what=command)
+    holders = ensure_not_held(db, force=force, what=command)
     for pid, cmd in holders:
         obj.note(f"warning: --force: pid {pid} ({cmd}) holds the store")
-    storage.preflight(obj.db)
-    result = storage.compact(open_engine(obj.db), progress=lambda s: obj.note(f"{s} …"))
+    storage.preflight(db)
+    result = storage.compact(open_engine(db), progress=lambda s: obj.note(f"{s} …"))
     b, a = result.before, result.after
-    obj.emit(command, {"path": str(obj.db), **result.to_dict()},
-             f"{obj.db}: main {size(b.main)} -> {size(a.main)}, "
+    obj.emit(command, {"path": str(db), **result.to_dict()},
+             f"{db}: main {size(b.main)} -> {size(a.main)}, "
              f"WAL {size(b.wal)} -> {size(a.wal)}")
 
 
@@ -278,22 +280,23 @@ def optimize_storage(obj: Ctx, no_vacuum: bool, force: bool, yes: bool) -> None:
       hermes-store optimize-storage
       hermes-store optimize-storage --no-vacuum --yes
     """
-    file_only(obj, "optimize-storage", "its search indexes are always in the current layout")
+    db = file_only(obj, "optimize-storage",
+                   "its search indexes are always in the current layout")
     from hermes_store.db.engine import open_engine
     from hermes_store.ops import storage
     from hermes_store.ops.backup import require_free_space
     from hermes_store.ops.holders import ensure_not_held
 
-    need_store(obj.db)
+    need_store(db)
     require_head(obj)
-    holders = ensure_not_held(obj.db, force=force, what="optimize-storage")
+    holders = ensure_not_held(db, force=force, what="optimize-storage")
     for pid, cmd in holders:
         obj.note(f"warning: --force: pid {pid} ({cmd}) holds the store")
     # The size announced here is measured as the result's "before" is (file plus WAL), so the
     # two figures a user compares are the same quantity.
-    store_bytes = storage.file_bytes(obj.db)
+    store_bytes = storage.file_bytes(db)
     need = int(store_bytes * (NO_VACUUM_SHARE if no_vacuum else 1.0))
-    require_free_space(obj.db.parent, need, "optimize-storage")
+    require_free_space(db.parent, need, "optimize-storage")
     if store_bytes > ASK_ABOVE_BYTES:
         obj.note(f"warning: the store is {size(store_bytes)}; this takes a while and writes "
                  "about that much (it can be interrupted and resumed)")

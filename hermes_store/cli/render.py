@@ -9,7 +9,7 @@ import os
 import re
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -47,7 +47,7 @@ def _console_class() -> type[Console]:
     class SafeConsole(Console):
         """A rich console whose plain-string arguments are neutralised like :func:`say`."""
 
-        def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        def print(self, *objects: Any, **kwargs: Any) -> None:
             super().print(*(visible(o) if isinstance(o, str) else o for o in objects),
                           **kwargs)
 
@@ -80,7 +80,7 @@ def iso(ts: Any) -> str | None:
     if isinstance(ts, bool) or not isinstance(ts, (int, float)) \
             or not SANE_MIN_TS <= ts <= time.time() + SANE_FUTURE_S:
         return None
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds").replace(
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace(
         "+00:00", "Z")
 
 

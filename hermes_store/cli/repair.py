@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from hermes_store.cli.app import Ctx, file_only, main, need_store, on_server
+from hermes_store.cli.app import Ctx, file_only, main, need_store
 from hermes_store.cli.render import out_console
 from hermes_store.errors import UsageError
 
@@ -43,16 +43,17 @@ def repair(obj: Ctx, check_only: bool, no_backup: bool, force: bool, full: bool,
       hermes-store repair --check-only
       hermes-store repair
     """
-    need_store(obj.db)
-    if on_server(obj):  # probes and REINDEX; the FTS5 and file probes are SQLite-only
+    db = obj.db
+    need_store(db)
+    if not isinstance(db, Path):  # probes and REINDEX; the FTS5 and file probes are SQLite-only
         from hermes_store.db.engine import open_engine
         from hermes_store.ops import server
 
-        report = server.repair(open_engine(obj.db), str(obj.db), check_only=check_only)
+        report = server.repair(open_engine(db), str(db), check_only=check_only)
     else:
         from hermes_store.ops import repair as recovery
 
-        report = recovery.repair_store(obj.db, check_only=check_only, backup=not no_backup,
+        report = recovery.repair_store(db, check_only=check_only, backup=not no_backup,
                                        force=force, full=full, drop_agent=drop_agent_cjk)
 
     def render() -> None:

@@ -33,13 +33,13 @@ def upgrade(obj: Ctx, revision: str, dry_run: bool, no_backup: bool, force: bool
       hermes-store upgrade --dry-run
       hermes-store --db /backup/state.db upgrade
     """
-    from hermes_store.db import migrate
+    from hermes_store.db import migrate, schema_state
     from hermes_store.db.engine import checkpoint, open_engine, reading
     from hermes_store.ops import stats
     from hermes_store.ops.backup import backup_store, remove_stale_partials, require_free_space
     from hermes_store.ops.holders import ensure_not_held
 
-    before = migrate.status(obj.db)
+    before = schema_state.status(obj.db)
     if before.state in ("ahead", "unknown"):
         migrate.upgrade(obj.db)  # raises the explanatory SchemaMismatchError
     pending = migrate.pending_revisions(before, revision)
@@ -59,26 +59,26 @@ def upgrade(obj: Ctx, revision: str, dry_run: bool, no_backup: bool, force: bool
         return
     backup_file = None
     # A server has no file to hold, copy or checkpoint: its backups are pg_dump's.
-    on_file = isinstance(obj.db, Path)
-    if on_file and obj.db.parent.is_dir():
+    db_file = obj.db if isinstance(obj.db, Path) else None
+    if db_file is not None and db_file.parent.is_dir():
         # Backups of upgrades killed midway: each is a store-sized file nobody will finish.
-        stale = remove_stale_partials(obj.db, obj.db.parent)
+        stale = remove_stale_partials(db_file, db_file.parent)
         if stale:
             obj.note(f"removed {len(stale)} unfinished backup(s) left by an interrupted run: "
                      + ", ".join(p.name for p in stale))
-    if pending and before.state not in ("missing", "empty") and on_file:
-        ensure_not_held(obj.db, force=force, what="upgrade")
+    if pending and before.state not in ("missing", "empty") and db_file is not None:
+        ensure_not_held(db_file, force=force, what="upgrade")
         if no_backup:
-            require_free_space(obj.db.parent, obj.db.stat().st_size, "upgrade")
+            require_free_space(db_file.parent, db_file.stat().st_size, "upgrade")
         else:
-            backup_file = backup_store(obj.db, label="pre-upgrade")
+            backup_file = backup_store(db_file, label="pre-upgrade")
             obj.note(f"backup: {backup_file.path} ({size(backup_file.bytes)})")
     elif pending and before.state not in ("missing", "empty"):
         obj.note("note: the upgrade runs in one transaction; take a pg_dump first if you "
                  "want a copy from before it")
     after = migrate.upgrade(obj.db, revision)
     advice: list[stats.Advice] = []
-    if pending and before.state not in ("missing", "empty") and on_file:
+    if pending and before.state not in ("missing", "empty") and db_file is not None:
         engine = open_engine(obj.db)
         # The migration wrote through the WAL; leave a file, not a file plus a WAL its size.
         checkpoint(engine, "TRUNCATE")
@@ -171,9 +171,9 @@ def check(obj: Ctx) -> None:
     Example:
       hermes-store --db state.db check && echo current
     """
-    from hermes_store.db import migrate
+    from hermes_store.db import migrate, schema_state
 
-    st = migrate.status(obj.db)
+    st = schema_state.status(obj.db)
     drift = [describe_drift(d) for d in migrate.check(obj.db)] if st.state != "missing" else []
     ok = st.at_head and not drift
     human = "ok: schema at head, no drift" if ok else (

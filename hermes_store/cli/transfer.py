@@ -227,10 +227,10 @@ def _check_inputs(files: list[Path]) -> None:
 def _import_engine(obj: Ctx) -> tuple[Any, bool]:
     """The target store, and whether this command created it: a missing or empty one is
     created at head (nothing to migrate)."""
-    from hermes_store.db import migrate
+    from hermes_store.db import migrate, schema_state
     from hermes_store.db.engine import open_engine
 
-    st = migrate.status(obj.db)
+    st = schema_state.status(obj.db)
     created = st.state == "missing"
     if st.state in ("missing", "empty"):
         migrate.upgrade(obj.db)
@@ -322,8 +322,10 @@ def import_cmd(obj: Ctx, paths: tuple[Path, ...], kind: str | None, import_all: 
 
     result = load.import_paths(engine, files, kind=kind, replace=replace, dry_run=dry_run,
                                progress=done)
-    if created and (dry_run or not result.sessions_imported):
-        _discard_new_store(obj.db)
+    db = obj.db
+    # Only a file is created here: a server's database exists before anything imports into it.
+    if created and isinstance(db, Path) and (dry_run or not result.sessions_imported):
+        _discard_new_store(db)
     elif created:
         obj.note(f"created {obj.db}")
     payload = {"dry_run": dry_run, "sessions_imported": result.sessions_imported,

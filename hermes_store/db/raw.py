@@ -17,11 +17,14 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from hermes_store.db import connection_policy
 from hermes_store.db.sqlite_driver import unwrap
 from hermes_store.paths import open_problem
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 
 class RawResult:
@@ -53,7 +56,7 @@ class RawResult:
 
     def mappings(self) -> list[dict[str, Any]]:
         keys = self.keys()
-        return [dict(zip(keys, row)) for row in self._cursor.fetchall()]
+        return [dict(zip(keys, row, strict=True)) for row in self._cursor.fetchall()]
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self._cursor.fetchall())
@@ -83,7 +86,7 @@ def held(path: str | Path) -> bool:
 
 
 @contextlib.contextmanager
-def reading(path: str | Path) -> Iterator[RawConnection]:
+def reading(path: str | Path) -> Iterator[Connection]:
     """A read transaction on the store file at ``path`` (one snapshot), errors as the
     engines report them (``unwrap``: damage and unopenable files name their cause)."""
     p = Path(path)
@@ -95,7 +98,9 @@ def reading(path: str | Path) -> Iterator[RawConnection]:
     dbapi = connection_policy.connect(resolved, readonly=True)
     try:
         dbapi.execute("BEGIN")
-        yield RawConnection(dbapi, resolved)
+        # Typed as the Connection its callers take: it answers the subset of one that the
+        # statement modules on this path use (see the module), and nothing else reaches it.
+        yield cast("Connection", RawConnection(dbapi, resolved))
     except sqlite3.Error as err:
         translated = unwrap(err, resolved)
         if translated is err:

@@ -167,10 +167,10 @@ class SessionFilter:
         """Resolve the four time flags; raise :class:`EmptyWindowError` for an empty window."""
         now = self.now
 
-        def resolve(value: object, flag: str) -> float | None:
+        def resolve(value: str | float | datetime | None, flag: str) -> float | None:
             if value is None:
                 return None
-            return parse_time(value, now=now, flag=flag)  # type: ignore[arg-type]
+            return parse_time(value, now=now, flag=flag)
 
         w = TimeWindow(
             active_after=resolve(self.newer_than, "--newer-than"),
@@ -191,6 +191,13 @@ class SessionFilter:
                 f"before --before {self.before} ({_fmt(w.started_before)})"
             )
         return w
+
+    @property
+    def moment(self) -> float:
+        """The time the relative flags are measured from (``now``, set at construction)."""
+        if self.now is None:
+            raise FilterError("the filter's reference time (now) was cleared after construction")
+        return self.now
 
     @property
     def is_empty(self) -> bool:

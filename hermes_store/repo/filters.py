@@ -11,11 +11,12 @@ that listing order and prune share the one expression defined by the session API
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
     Connection,
-    Table,
+    FromClause,
     and_,
     func,
     literal,
@@ -26,7 +27,7 @@ from sqlalchemy import (
 
 from hermes_store.db import catalog
 from hermes_store.db.dialect import json_values
-from hermes_store.db.models import ChatSession
+from hermes_store.db.models import SESSIONS
 from hermes_store.repo import lineage
 from hermes_store.repo.filter_values import (
     LIKE_ESCAPE,
@@ -47,14 +48,14 @@ __all__ = [
 ]
 
 
-def filter_clause(flt: SessionFilter, last_activity: ColumnElement,
-                  table: Table | None = None) -> ColumnElement[bool]:
+def filter_clause(flt: SessionFilter, last_activity: ColumnElement[Any],
+                  table: FromClause | None = None) -> ColumnElement[bool]:
     """The ANDed clause over *table* (default: the modelled ``sessions`` table).
 
     *last_activity* is the shared sanitised "last activity" column expression. Pass a
     reflected *table* to filter on upstream-only columns (``chat_id``, ``chat_type``).
     """
-    t = table if table is not None else ChatSession.__table__
+    t = table if table is not None else SESSIONS
     c = t.c
     w = flt.window()
     clauses: list[ColumnElement[bool]] = []
@@ -126,7 +127,7 @@ def matching(conn: Connection, flt: SessionFilter, *,
     return lineage.sessions.c.id.in_(matched)
 
 
-def _path_prefix(column: ColumnElement, prefix: str) -> ColumnElement[bool]:
+def _path_prefix(column: ColumnElement[Any], prefix: str) -> ColumnElement[bool]:
     # Component boundaries: /a/b matches /a/b and /a/b/c, never /a/bc. substr() compares
     # literally, so no LIKE wildcard in a path can widen the match.
     base = prefix.rstrip("/") if prefix.strip("/") else "/"
@@ -136,7 +137,8 @@ def _path_prefix(column: ColumnElement, prefix: str) -> ColumnElement[bool]:
     return or_(column == base, func.substr(column, 1, len(below)) == below)
 
 
-def _workspace(repo_root: ColumnElement, cwd: ColumnElement, needle: str) -> ColumnElement[bool]:
+def _workspace(repo_root: ColumnElement[Any], cwd: ColumnElement[Any],
+               needle: str) -> ColumnElement[bool]:
     # The git root names the workspace when known; the cwd stands in otherwise. A substring
     # match (case-insensitive) also covers the exact basename.
     place = func.coalesce(func.nullif(repo_root, ""), cwd)
@@ -162,10 +164,10 @@ _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrst
 _PATH_SEPARATORS = "/\\"
 
 
-def cwd_prefix_clause(prefix: str, table: Table | None = None) -> ColumnElement[bool]:
+def cwd_prefix_clause(prefix: str, table: FromClause | None = None) -> ColumnElement[bool]:
     """``cwd`` equal to the prefix or below it with either separator (``/repo`` matches
     ``/repo/x`` and ``/repo\\x``, never ``/repo-wt``); compared literally, no wildcard."""
-    cwd = (table if table is not None else ChatSession.__table__).c.cwd
+    cwd = (table if table is not None else SESSIONS).c.cwd
     base = prefix.rstrip(_PATH_SEPARATORS) or prefix
     if base[-1] in _PATH_SEPARATORS:  # a root ("/", "C:\\"): everything below it
         return func.substr(cwd, 1, len(base)) == base
@@ -173,23 +175,24 @@ def cwd_prefix_clause(prefix: str, table: Table | None = None) -> ColumnElement[
                               for sep in _PATH_SEPARATORS))
 
 
-def _contains_ascii_ci(column: ColumnElement, needle: str) -> ColumnElement[bool]:
+def _contains_ascii_ci(column: ColumnElement[Any], needle: str) -> ColumnElement[bool]:
     # ASCII case only, as the agent's LIKE did; NULL reads as "" (so it never matches).
     return func.lower(func.coalesce(column, "")).contains(needle.translate(_ASCII_LOWER),
                                                           autoescape=True)
 
 
-def bulk_clauses(values: dict[str, object], table: Table | None = None) -> list[ColumnElement]:
+def bulk_clauses(values: dict[str, object], table: FromClause | None = None,
+                 ) -> list[ColumnElement[bool]]:
     """The clauses of validated v21 filters over ``sessions`` (ANDed by the caller); the
     substring and prefix filters are literal (no LIKE wildcard)."""
-    c = (table if table is not None else ChatSession.__table__).c
+    c = (table if table is not None else SESSIONS).c
     numbers = {
         "messages": func.coalesce(c.message_count, 0),
         "tool_calls": func.coalesce(c.tool_call_count, 0),
         "tokens": func.coalesce(c.input_tokens, 0) + func.coalesce(c.output_tokens, 0),
         "cost": func.coalesce(c.actual_cost_usd, c.estimated_cost_usd, 0.0),
     }
-    found: list[ColumnElement] = []
+    found: list[ColumnElement[bool]] = []
     for name, value in values.items():
         kind = BULK_FILTERS[name]
         if (kind == "text" and not value) or (kind != "text" and value is None):

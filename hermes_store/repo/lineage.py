@@ -394,7 +394,8 @@ def walked_rows(name: str, names: Sequence[str],
 # --------------------------------------------------------------------------- last activity
 
 
-def _sane(value: ColumnElement[float | None], now: float) -> ColumnElement[float | None]:
+def _sane(value: ColumnElement[float | None],
+          now: float | ColumnElement[float]) -> ColumnElement[float | None]:
     return case((value.between(SANE_MIN_TS, now + SANE_FUTURE_S), value), else_=None)
 
 
@@ -413,11 +414,13 @@ def newest_message_at(session_id: ColumnElement[str],
 
 
 def last_activity(table: FromClause = sessions,
-                  now: float | None = None) -> ColumnElement[float | None]:
+                  now: float | ColumnElement[float] | None = None,
+                  ) -> ColumnElement[float | None]:
     """THE last-activity expression shared by listing, prune, archive, close and export.
 
     The newest of ``last_activity_at``, the newest message timestamp and ``started_at``, each
     ignored when outside [2000-01-01, now + 1 day]; when all are garbage, ``started_at`` as is.
+    ``now`` may be a bound parameter (repo.prepared_build compiles the statement once).
     """
     now = time.time() if now is None else now
     candidates = (

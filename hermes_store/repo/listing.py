@@ -27,7 +27,7 @@ from sqlalchemy import (
 from hermes_store.content import MULTIMODAL_PREFIX
 from hermes_store.db import catalog, distribution
 from hermes_store.db.dialect import starts_with
-from hermes_store.db.models import ChatSession, Message
+from hermes_store.db.models import MESSAGES, SESSIONS
 from hermes_store.errors import AmbiguousSessionError, SessionNotFoundError
 from hermes_store.repo import lineage, prompts, session_rows
 from hermes_store.repo.filters import SessionFilter, matching
@@ -41,8 +41,8 @@ from hermes_store.repo.sessions import (
     ids_with_prefix,
 )
 
-sessions = ChatSession.__table__
-messages = Message.__table__
+sessions = SESSIONS
+messages = MESSAGES
 
 # Enough raw text for a 60-character preview after newlines and surrounding blanks go.
 _PREVIEW_FETCH = 400
@@ -73,7 +73,7 @@ def preview_source(session_id: Any, root: Any) -> Any:
 # --------------------------------------------------------------------------- seed queries
 
 
-def recent_sessions_query(limit: int = 20, *, now: float | None = None) -> Select:
+def recent_sessions_query(limit: int = 20, *, now: float | None = None) -> Select[*tuple[Any, ...]]:
     """The seed's "recent sessions with preview": ``s.*``, preview source, last activity."""
     return (select(literal_column("*"),
                    preview_source(sessions.c.id, sessions.c.root_session_id).label("preview"),
@@ -87,7 +87,7 @@ def recent_sessions(conn: Executor, limit: int = 20) -> list[dict[str, Any]]:
                                for row in conn.execute(recent_sessions_query(limit)).mappings()])
 
 
-def token_usage_by_model_query() -> Select:
+def token_usage_by_model_query() -> Select[*tuple[Any, ...]]:
     """The seed's "total tokens by model" statistics."""
     total_cost = func.sum(sessions.c.estimated_cost_usd).label("total_cost")
     return (select(sessions.c.model, func.count().label("session_count"),
@@ -97,7 +97,7 @@ def token_usage_by_model_query() -> Select:
             .group_by(sessions.c.model).order_by(total_cost.desc()))
 
 
-def top_token_sessions_query(limit: int = 10) -> Select:
+def top_token_sessions_query(limit: int = 10) -> Select[*tuple[Any, ...]]:
     """The seed's "sessions with highest token usage"."""
     total = (func.coalesce(sessions.c.input_tokens, 0)
              + func.coalesce(sessions.c.output_tokens, 0)).label("total_tokens")
@@ -192,7 +192,7 @@ def rich_query(conn: Executor | None, *, source: str | None = None,
                exclude_sources: Sequence[str] | None = None, limit: Any = 20, offset: Any = 0,
                include_children: bool = False, order_by_last_active: bool = False,
                where: Any = None, pinned_first: bool = False, now: Any = None,
-               hidden: Any = None) -> Select:
+               hidden: Any = None) -> Select[*tuple[Any, ...]]:
     """:func:`list_sessions_rich`'s statement; ``hidden`` is :func:`not_hidden`'s clause or
     None (``conn`` only tells a distributed store's lineage walk; repo.prepared_build passes
     None and bound parameters for the limits and ``now``)."""
@@ -218,7 +218,7 @@ def rich_query(conn: Executor | None, *, source: str | None = None,
     return query.limit(limit).offset(offset)
 
 
-def tip_row_query(now: Any) -> Select:
+def tip_row_query(now: Any) -> Select[*tuple[Any, ...]]:
     """Every column plus ``preview`` and ``last_active``: a listing row before its filters."""
     return (select(literal_column("*"),
                    preview_source(sessions.c.id, sessions.c.root_session_id).label("preview"),
@@ -240,9 +240,10 @@ def search_sessions(conn: Executor, *, source: str | None = None, limit: int | N
                     offset: int = 0, now: float | None = None) -> list[dict[str, Any]]:
     """Session columns plus ``last_active``, newest activity first; no child filter."""
     last_active = lineage.last_activity(sessions, now).label("last_active")
-    query = (select(literal_column("*"), last_active).select_from(sessions)
-             .where(*_source_filters(source, None))
-             .order_by(last_active.desc(), sessions.c.started_at.desc(), sessions.c.id.desc()))
+    query: Select[*tuple[Any, ...]] = (
+        select(literal_column("*"), last_active).select_from(sessions)
+        .where(*_source_filters(source, None))
+        .order_by(last_active.desc(), sessions.c.started_at.desc(), sessions.c.id.desc()))
     if limit is not None:
         query = query.limit(limit)
     if offset:

@@ -13,10 +13,10 @@ import pprint
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import and_, bindparam, select
+from sqlalchemy import Float, and_, bindparam, select
 from sqlalchemy.dialects import sqlite
 
-from hermes_store.db.models import ChatSession
+from hermes_store.db.models import SESSIONS
 from hermes_store.repo import lineage, listing, prompts
 
 # Parameters the caller binds on every run; the rest are the statements' constants.
@@ -26,10 +26,11 @@ END = "# --- end of generated block ---\n"
 
 
 def statements() -> dict[str, Any]:
-    sessions = ChatSession.__table__
+    sessions = SESSIONS
+    now = bindparam("now", type_=Float)
     return {
         # listing.session_with_activity's row: every column plus THE last-activity expression
-        "session_row": select(sessions, lineage.last_activity(sessions, now=bindparam("now"))
+        "session_row": select(sessions, lineage.last_activity(sessions, now=now)
                               .label("last_active")).where(sessions.c.id == bindparam("sid")),
         "root_of": lineage._ROOT_OF,  # lineage.root_of
         "compression_tip": lineage.prepared("compression_tip"),  # lineage.tip_of's walk
@@ -79,7 +80,7 @@ def _constants(values: dict[str, Any], indent: str) -> list[str]:
 
 
 def block() -> str:
-    out = [BEGIN + "SQL = {"]
+    out = [BEGIN + "SQL: dict[str, tuple[str, dict[str, object]]] = {"]
     for name, (text, values) in compiled().items():
         out.append(f"    {name!r}: (")
         out += ["        " + line for line in pprint.pformat(text, width=92).splitlines()]

@@ -41,7 +41,8 @@ def lineage_tip(conn: Any, session_id: str) -> str:
     tip = cursor.fetchone()
     if tip is None:
         return session_id
-    return tip[[d[0] for d in cursor.description].index("id")]
+    tip_id: str = tip[[d[0] for d in cursor.description].index("id")]
+    return tip_id
 
 
 def session_with_activity(conn: Any, session_id: str) -> dict[str, Any]:
@@ -49,7 +50,7 @@ def session_with_activity(conn: Any, session_id: str) -> dict[str, Any]:
     ``lineage_tip_id`` (``{"id": …}`` when gone)."""
     cursor = _run(conn, "session_row", sid=session_id, now=time.time())
     row = cursor.fetchone()
-    item = (dict(zip([d[0] for d in cursor.description], row)) if row is not None
+    item = (dict(zip([d[0] for d in cursor.description], row, strict=True)) if row is not None
             else {"id": session_id})
     item["lineage_tip_id"] = lineage_tip(conn, session_id)
     return item
