@@ -81,7 +81,7 @@ def status(target: Target = None) -> SchemaStatus:
 
         if location.path is not None and not raw.held(location.path):
             with raw.reading(location.path) as conn:
-                return status_of(conn)  # type: ignore[arg-type]  # raw's stand-in does what it asks
+                return status_of(conn)
         from hermes_store.db.engine import open_engine
 
         engine = open_engine(location, readonly=True)
