@@ -136,9 +136,9 @@ def _chain_walked_here(conn: Executor, anchor_ids: Select[str, str], now: float,
                        max_depth: int) -> CTE:
     s = sessions.alias("chain_all")
     step: dict[str, str | None] = dict(conn.execute(select(
-        s.c.id, best_continuation(s.c.id, now, s.c.root_session_id))).tuples().all())
+        s.c.id, best_continuation(s.c.id, now, s.c.root_session_id))).all())
     found: list[tuple[str, str, str, int]] = []
-    for first, tree_root in conn.execute(anchor_ids).tuples().all():
+    for first, tree_root in conn.execute(anchor_ids).all():
         node: str | None = first
         depth = 0
         while node is not None:  # as the CTE's UNION ALL: a cycle repeats until max_depth
