@@ -84,8 +84,9 @@ def test_a_begin_message_the_server_cancels_is_store_busy_and_its_connection_reu
     with engine_mod.reading(engine) as conn:  # connected, probed, back in the pool
         conn.execute(text("SELECT 1"))
     monkeypatch.setattr(postgres, "_LOCK_BOUND", "SELECT pg_sleep(1), '{lock_ms}'")
-    with pytest.raises(StoreBusyError, match="statement_timeout"), engine_mod.reading(engine):
-        pass
+    with pytest.raises(StoreBusyError, match="statement_timeout"), \
+            engine_mod.reading(engine) as conn:
+        conn.execute(text("SELECT 1"))  # not reached: the unit's BEGIN is what the server cancels
     monkeypatch.undo()
     with engine_mod.reading(engine) as conn:  # the same pooled connection, rolled back
         assert conn.execute(text("SELECT 1")).scalar() == 1
