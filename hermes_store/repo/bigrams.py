@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from hermes_store.content import CJK_CLASS, text_of
 from hermes_store.db import catalog, names
+from hermes_store.db.sqlite_driver import dbapi_of
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Table, TableClause
@@ -228,7 +229,7 @@ _CLEAR_PENDING_ONE = "DELETE FROM hs_cjk_pending WHERE id = ?"
 
 def _sync_one(conn: Connection, row_id: int) -> list[int]:
     """:func:`_sync` of one id; returns the pending ids a writer drains on its way."""
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]  # None only once closed
+    cursor = dbapi_of(conn.connection).cursor()
     try:
         cursor.execute(_DELETE_SIDE_ONE, (row_id,))
         found = cursor.execute(_SCOPE_ROW, (row_id,)).fetchone()
@@ -308,7 +309,7 @@ def uncovered(conn: Connection, limit: int | None = None) -> list[int]:
     """
     # On the driver cursor (same transaction): the rows' text is most of the cost, and
     # SQLAlchemy's per-row work doubled it.
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]  # None only once closed
+    cursor = dbapi_of(conn.connection).cursor()
     try:
         after = 0 if limit is None else int(cursor.execute(_NEWEST_SIDE_ROW).fetchone()[0])
         return [row_id for row_id, text, tool_name in cursor.execute(

@@ -26,7 +26,8 @@ from sqlalchemy.exc import IntegrityError
 
 from hermes_store.db.models import GATEWAY_ROUTES, MESSAGES, SESSIONS
 from hermes_store.repo import lineage
-from hermes_store.repo.sessions import Executor, full_row, rowcount
+from hermes_store.repo.executor import rowcount
+from hermes_store.repo.sessions import Executor, full_row
 
 sessions = SESSIONS
 messages = MESSAGES

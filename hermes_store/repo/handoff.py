@@ -13,7 +13,8 @@ from typing import Any, TypedDict
 from sqlalchemy import Select, literal_column, or_, select, update
 
 from hermes_store.db.models import SESSIONS
-from hermes_store.repo.sessions import Executor, full_row, rowcount
+from hermes_store.repo.executor import rowcount
+from hermes_store.repo.sessions import Executor, full_row
 
 sessions = SESSIONS
 

@@ -21,8 +21,9 @@ from sqlalchemy import ColumnElement, Select, and_, delete, exists, func, select
 from hermes_store.content import decode_content, text_of
 from hermes_store.db.models import MESSAGES, SESSIONS
 from hermes_store.repo import messages as message_repo
+from hermes_store.repo.executor import rowcount
 from hermes_store.repo.messages import MessageRow, PreparedMessage
-from hermes_store.repo.sessions import Executor, rowcount
+from hermes_store.repo.sessions import Executor
 
 sessions = SESSIONS
 messages = MESSAGES

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from hermes_store.db import catalog
-from hermes_store.db.sqlite_driver import driver_errors
+from hermes_store.db.sqlite_driver import dbapi_of, driver_errors
 from hermes_store.repo import bigrams
 
 if TYPE_CHECKING:
@@ -147,9 +147,9 @@ def _side_rows(conn: Connection, limit: int | None) -> list[str]:
 def _generation(conn: Connection) -> tuple[int, int]:
     """Changes since a check: ``data_version`` moves when another connection commits,
     ``total_changes`` when this one writes."""
-    raw = conn.connection.driver_connection
-    version = raw.execute("PRAGMA data_version").fetchone()[0]  # type: ignore[union-attr]  # None only once closed
-    return int(version), int(raw.total_changes)  # type: ignore[union-attr]  # None only once closed
+    raw = dbapi_of(conn.connection)
+    version = raw.execute("PRAGMA data_version").fetchone()[0]
+    return int(version), int(raw.total_changes)
 
 
 def verified(conn: Connection, indexes: Sequence[str],

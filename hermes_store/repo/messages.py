@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict, cast
@@ -51,8 +52,10 @@ from hermes_store.content import (
 from hermes_store.db import dialect, distribution
 from hermes_store.db.catalog import is_derived_name
 from hermes_store.db.models import MESSAGES, SESSIONS
+from hermes_store.db.sqlite_driver import dbapi_of
 from hermes_store.repo import bigrams, lineage
-from hermes_store.repo.sessions import Executor, connection_of, rowcount
+from hermes_store.repo.executor import rowcount
+from hermes_store.repo.sessions import Executor, connection_of
 
 sessions = SESSIONS
 messages = MESSAGES
@@ -244,9 +247,11 @@ def append(conn: Executor, message: PreparedMessage) -> int:
     row = message.row
     bump = {"sid": row["session_id"], "rows": 1, "delta": message.tool_call_delta}
     if conn.dialect.name == "sqlite":
-        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]  # None only once closed
+        cursor = dbapi_of(conn.connection).cursor()
         try:
             new_id = cursor.execute(_insert_sqlite(tuple(row)), row).lastrowid
+            if new_id is None:  # sqlite3 sets it on every INSERT: None means nothing ran
+                raise sqlite3.DatabaseError("the message insert reported no row id")
             cursor.execute(_BUMP_SQLITE, {**_BUMP_SQLITE_PARAMS, **bump})
         finally:
             cursor.close()

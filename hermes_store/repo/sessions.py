@@ -35,7 +35,7 @@ from hermes_store.errors import TitleInUseError
 from hermes_store.repo import lineage, prompts, titles
 from hermes_store.repo.executor import Executor as Executor
 from hermes_store.repo.executor import connection_of as connection_of
-from hermes_store.repo.executor import rowcount as rowcount
+from hermes_store.repo.executor import rowcount
 
 sessions = SESSIONS
 state_meta = STATE_META

@@ -21,7 +21,8 @@ from sqlalchemy.exc import IntegrityError
 
 from hermes_store.db.models import MODEL_USAGE, SESSIONS
 from hermes_store.repo import sessions as sessions_repo
-from hermes_store.repo.sessions import Executor, rowcount
+from hermes_store.repo.executor import rowcount
+from hermes_store.repo.sessions import Executor
 
 sessions = SESSIONS
 usage = MODEL_USAGE

@@ -11,7 +11,8 @@ from typing import Any, TypedDict
 from sqlalchemy import func, or_, select, update
 
 from hermes_store.db.models import SESSIONS
-from hermes_store.repo.sessions import Executor, rowcount
+from hermes_store.repo.executor import rowcount
+from hermes_store.repo.sessions import Executor
 
 sessions = SESSIONS
 
